@@ -1,0 +1,14 @@
+// Command gotpu is the command-line face of the gotpu library: list devices, train, evaluate,
+// score, generate and tokenize with Hugging Face style flags (`--learning_rate 3e-4`).
+//
+// Usage:
+//
+//	gotpu <command> [flags]
+//
+// Commands: devices (this file's siblings each hold one command). Exit status: 0 on success,
+// 1 on a runtime error, 2 on a usage error. Output formats (text and --json) are a contract
+// documented per command; errors go to stderr.
+//
+// The program is a thin shell: each command parses flags, calls the library, prints. SIGINT and
+// SIGTERM cancel the command's context.
+package main

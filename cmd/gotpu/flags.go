@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/gotpu/gotpu/internal/cli"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// errHelp is returned after printing a command's help; the exit status is 0.
+var errHelp = errors.New("help requested")
+
+// newFlagSet returns a flag set for a command, with --help handled.
+func newFlagSet(name string) *flag.FlagSet {
+	return flag.NewFlagSet("gotpu "+name, flag.ContinueOnError)
+}
+
+// parse parses args, printing usage to stderr on --help.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) error {
+	err := cli.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "Usage: %s %s\n\nFlags:\n", fs.Name(), synopsis)
+		cli.PrintDefaults(stderr, fs)
+		return errHelp
+	}
+	return err
+}
+
+// deviceFlags are the device-selection flags every command that runs a model takes.
+type deviceFlags struct {
+	device     string
+	numDevices int
+	pluginPath string
+}
+
+func (d *deviceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.device, "device", xla.DeviceAuto, "auto, tpu, cuda, cpu or go (the pure-Go backend)")
+	fs.IntVar(&d.numDevices, "num_devices", 0, "devices (replicas) to use; 0 = all (1 on the pure-Go backend, any number of virtual devices there)")
+	fs.StringVar(&d.pluginPath, "plugin_path", "", "PJRT plugin file or directory to use instead of searching")
+}
+
+func (d *deviceFlags) config() xla.Config {
+	cfg := xla.DefaultConfig()
+	cfg.Device = d.device
+	cfg.NumDevices = d.numDevices
+	cfg.PluginPath = d.pluginPath
+	return cfg
+}

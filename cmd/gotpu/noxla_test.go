@@ -1,0 +1,5 @@
+//go:build noxla
+
+package main
+
+const noXLA = true

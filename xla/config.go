@@ -1,0 +1,76 @@
+package xla
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Device kinds accepted by Config.Device.
+const (
+	DeviceAuto = "auto" // a local accelerator plugin (TPU, then CUDA) if one is installed, else the pure-Go backend
+	DeviceTPU  = "tpu"  // libtpu through PJRT
+	DeviceCUDA = "cuda" // the CUDA PJRT plugin ("gpu" is accepted as an alias)
+	DeviceCPU  = "cpu"  // the XLA CPU PJRT plugin
+	DeviceGo   = "go"   // GoMLX's pure-Go backend: always available, no cgo, no plugin
+)
+
+// Config selects and configures the device runtime. The zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	// Device is one of "auto", "tpu", "cuda" (alias "gpu"), "cpu" or "go".
+	Device string `json:"device"`
+
+	// NumDevices is the number of devices (replicas) to use. 0 means all devices the plugin exposes,
+	// and 1 on the pure-Go backend. On the pure-Go backend any positive number gives that many
+	// virtual devices, so data-parallel code runs and is tested without an accelerator.
+	NumDevices int `json:"num_devices"`
+
+	// PluginPath is a PJRT plugin file (or a directory holding one) to use instead of searching.
+	PluginPath string `json:"plugin_path,omitempty"`
+
+	// StockDotGradients makes graphs built on this runtime use GoMLX's own Dot/DotGeneral gradients
+	// instead of gotpu's. They are correct but, on the pure-Go backend, orders of magnitude slower
+	// and larger; the option exists so benchmarks can show the difference.
+	StockDotGradients bool `json:"stock_dot_gradients,omitempty"`
+}
+
+// DefaultConfig returns the configuration used when nothing is specified: automatic device choice,
+// every device the plugin exposes (one on the pure-Go backend).
+func DefaultConfig() Config {
+	return Config{Device: DeviceAuto}
+}
+
+// normalizedDevice maps aliases and case to the canonical device kind.
+func normalizedDevice(d string) string {
+	d = strings.ToLower(strings.TrimSpace(d))
+	switch d {
+	case "gpu":
+		return DeviceCUDA
+	case "", "default":
+		return DeviceAuto
+	}
+	return d
+}
+
+// Validate reports the first invalid field, naming it.
+func (c Config) Validate() error {
+	switch normalizedDevice(c.Device) {
+	case DeviceAuto, DeviceTPU, DeviceCUDA, DeviceCPU, DeviceGo:
+	default:
+		return fmt.Errorf("xla.Config.Device: %q is not one of auto, tpu, cuda, gpu, cpu, go", c.Device)
+	}
+	if c.NumDevices < 0 {
+		return fmt.Errorf("xla.Config.NumDevices: %d is negative (0 means all devices)", c.NumDevices)
+	}
+	if c.NumDevices > maxVirtualDevices {
+		return fmt.Errorf("xla.Config.NumDevices: %d is more than %d", c.NumDevices, maxVirtualDevices)
+	}
+	if c.PluginPath != "" && normalizedDevice(c.Device) == DeviceGo {
+		return fmt.Errorf("xla.Config.PluginPath: set to %q but Device is \"go\", which uses no plugin", c.PluginPath)
+	}
+	return nil
+}
+
+// maxVirtualDevices bounds NumDevices; the largest single-host TPU slice exposes 8 devices, and
+// virtual devices beyond a few hundred only make tests slow.
+const maxVirtualDevices = 1024

@@ -1,0 +1,43 @@
+//go:build !noxla
+
+package xla
+
+import (
+	"fmt"
+
+	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+)
+
+// xlaCompiledIn tells whether this binary can load PJRT plugins (false with the noxla build tag).
+const xlaCompiledIn = true
+
+// GoMLX's XLA backend downloads the CPU plugin from GitHub (and CUDA/TPU plugins from PyPI) the
+// first time it is opened by name. gotpu never downloads at run time: it always opens plugins by
+// absolute path (which skips the installer), and it switches the installer off for any other code
+// in the process that calls backends.New(). Users who want it can opt back in explicitly.
+func init() {
+	gomlxxla.EnableAutoInstall(false)
+}
+
+func (r *Runtime) openPJRT(p Plugin) (err error) {
+	// go-xla v0.1.4 returns a nil plugin and a nil error when GetPjrtApi returns NULL, and the
+	// client creation that follows dereferences it: recover and name the file.
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("xla.Open: loading the %s PJRT plugin %s failed (%v): is it a working PJRT plugin "+
+				"for this machine?", p.Kind, p.Path, v)
+		}
+	}()
+	b, err := gomlxxla.NewWithOptions(p.Path, nil)
+	if err != nil {
+		return fmt.Errorf("xla.Open: loading the %s PJRT plugin %s: %w", p.Kind, p.Path, err)
+	}
+	r.kind = p.Kind
+	r.plugin = &p
+	r.backend = b
+	if err := r.selectPJRTDevices(p.Kind); err != nil {
+		b.Finalize()
+		return err
+	}
+	return nil
+}
