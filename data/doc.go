@@ -1,3 +1,22 @@
-// Package data holds gotpu's input side: tokenizers equal to Hugging Face's (subpackage tokenizer),
-// and, per the data issue, datasets, collators, per-replica sharding and a pipelined device loader.
+// Package data is gotpu's input side: datasets, collators, deterministic sampling and sharding,
+// and the pipelined loader that keeps devices fed (torch_xla's MpDeviceLoader). Tokenizers equal
+// to Hugging Face's live in the subpackage tokenizer.
+//
+// Datasets are random access (Dataset); large JSON-lines files are indexed once (8 bytes a line)
+// and read line by line, never loaded whole. Examples use HF's column names (input_ids,
+// attention_mask, token_type_ids, labels).
+//
+// Sampling is deterministic: the order of an epoch depends only on the seed and the epoch, and
+// global batch b of epoch e is the same on any number of devices and hosts; each replica takes a
+// contiguous, disjoint shard of it (Shard). A last incomplete batch is completed from the start of
+// the epoch's order (accelerate's even_batches) unless DropLast, so every step has one shape.
+// Collators pad to a declared set of shapes and ShapeBudget refuses any other: a new shape is a
+// new compiled program, never a silent one.
+//
+// Loader prepares up to PrefetchFactor global batches ahead on its own goroutines (reading,
+// collating and, through LoaderConfig.Transfer, moving them to the devices) while the step runs.
+// Its position (State) is saved with checkpoints and restores exactly. Errors in preparing a batch
+// are returned by the Next that would have returned that batch. Concurrency: Next from one
+// goroutine; Close stops and waits for all the loader's goroutines; Stats and State may be read
+// at any time.
 package data

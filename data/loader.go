@@ -1,0 +1,290 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// State is a loader's position: the next global batch it will return. Saved with a checkpoint, it
+// lets a resumed run see exactly the batches an uninterrupted one would have.
+type State struct {
+	Epoch int    `json:"epoch"`
+	Batch int    `json:"batch"` // index of the next global batch within the epoch
+	Seed  uint64 `json:"seed"`  // the sampler seed, checked on restore
+}
+
+// Step is what the loader returns for one global batch: this host's replicas' shards.
+type Step struct {
+	Epoch, Batch int
+	// Shards[i] is the batch of this host's i-th replica.
+	Shards []*Batch
+	// Device is whatever LoaderConfig.Transfer produced (device-resident tensors), or nil.
+	Device any
+}
+
+// LoaderConfig configures a Loader. Replicas are numbered globally; a host computes replicas
+// [FirstReplica, FirstReplica+LocalReplicas).
+type LoaderConfig struct {
+	Dataset  Dataset
+	Collator Collator
+	Sampler  Sampler // GlobalBatch = per-replica batch × NumReplicas
+
+	NumReplicas   int // total replicas across hosts
+	FirstReplica  int // this host's first replica
+	LocalReplicas int // this host's replicas (0 = NumReplicas: single host)
+
+	// PrefetchFactor is how many batches are prepared ahead of the training step (HF's
+	// dataloader_prefetch_factor). 0 prepares each batch inside Next: no overlap.
+	PrefetchFactor int
+	// NumWorkers is how many batches are prepared concurrently (HF's dataloader_num_workers);
+	// 0 means one.
+	NumWorkers int
+	// Transfer, if set, moves a prepared step to the devices (in the worker, so the transfer of
+	// batch n+1 overlaps step n, as torch_xla's MpDeviceLoader does). It sets Step.Device.
+	Transfer func(ctx context.Context, s *Step) error
+	// Budget, if set, rejects batches whose shape was not declared.
+	Budget *ShapeBudget
+}
+
+// Validate names the first bad field.
+func (c *LoaderConfig) Validate() error {
+	switch {
+	case c.Dataset == nil:
+		return errors.New("data.LoaderConfig.Dataset: nil")
+	case c.Collator == nil:
+		return errors.New("data.LoaderConfig.Collator: nil")
+	case c.NumReplicas <= 0:
+		return fmt.Errorf("data.LoaderConfig.NumReplicas: %d is not positive", c.NumReplicas)
+	case c.Sampler.GlobalBatch%c.NumReplicas != 0:
+		return fmt.Errorf("data.LoaderConfig.Sampler.GlobalBatch: %d is not a multiple of NumReplicas %d",
+			c.Sampler.GlobalBatch, c.NumReplicas)
+	case c.LocalReplicas < 0 || c.FirstReplica < 0 || c.FirstReplica+c.localReplicas() > c.NumReplicas:
+		return fmt.Errorf("data.LoaderConfig.FirstReplica/LocalReplicas: [%d,+%d) outside the %d replicas",
+			c.FirstReplica, c.LocalReplicas, c.NumReplicas)
+	case c.PrefetchFactor < 0:
+		return fmt.Errorf("data.LoaderConfig.PrefetchFactor: %d is negative", c.PrefetchFactor)
+	case c.NumWorkers < 0:
+		return fmt.Errorf("data.LoaderConfig.NumWorkers: %d is negative", c.NumWorkers)
+	case c.Sampler.NumExamples != c.Dataset.Len():
+		return fmt.Errorf("data.LoaderConfig.Sampler.NumExamples: %d, but the dataset has %d", c.Sampler.NumExamples, c.Dataset.Len())
+	}
+	return c.Sampler.Validate()
+}
+
+func (c *LoaderConfig) localReplicas() int {
+	if c.LocalReplicas == 0 {
+		return c.NumReplicas
+	}
+	return c.LocalReplicas
+}
+
+// Stats are the loader's measurements.
+type Stats struct {
+	Batches          int     `json:"batches"`
+	InputWaitSeconds float64 `json:"input_wait_seconds"` // time Next blocked waiting for a batch
+	HostSeconds      float64 `json:"host_seconds"`       // time spent reading, collating, transferring
+}
+
+// Loader yields global batches forever (epoch after epoch), preparing up to PrefetchFactor of them
+// ahead of the consumer on background goroutines.
+//
+// Next must be called from one goroutine. The loader owns its goroutines: Close (or cancelling the
+// context given to NewLoader) stops them all and waits for them. An error in preparing a batch is
+// returned by the Next that would have returned it, never lost.
+type Loader struct {
+	cfg LoaderConfig
+
+	// next is the position of the next batch Next returns.
+	next State
+
+	cancel  context.CancelFunc
+	futures chan *future // in order; capacity bounds prefetch
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	stats Stats
+
+	closeOnce sync.Once
+}
+
+type future struct {
+	done chan struct{}
+	step *Step
+	err  error
+}
+
+// NewLoader starts a loader at the given position (the zero State, with the sampler's seed, to
+// start from the beginning).
+func NewLoader(ctx context.Context, cfg LoaderConfig, start State) (*Loader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if start.Seed != cfg.Sampler.Seed {
+		return nil, fmt.Errorf("data: restoring a loader state saved with seed %d into a sampler with seed %d",
+			start.Seed, cfg.Sampler.Seed)
+	}
+	if start.Batch < 0 || start.Epoch < 0 || start.Batch > cfg.Sampler.BatchesPerEpoch() {
+		return nil, fmt.Errorf("data: loader state %+v is outside an epoch of %d batches", start, cfg.Sampler.BatchesPerEpoch())
+	}
+	l := &Loader{cfg: cfg, next: start}
+	if cfg.PrefetchFactor == 0 {
+		l.cancel = func() {}
+		return l, nil
+	}
+	ctx, l.cancel = context.WithCancel(ctx)
+	workers := max(cfg.NumWorkers, 1)
+	l.futures = make(chan *future, cfg.PrefetchFactor*workers)
+	jobs := make(chan func())
+	for range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for job := range jobs {
+				job()
+			}
+		}()
+	}
+	l.wg.Add(1)
+	go func() { // dispatcher: hands batches to workers in order, publishing their futures in order
+		defer l.wg.Done()
+		defer close(jobs)
+		defer close(l.futures)
+		pos := start
+		for {
+			f := &future{done: make(chan struct{})}
+			p := pos
+			select {
+			case l.futures <- f: // blocks while PrefetchFactor batches are waiting: bounded memory
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- func() { f.step, f.err = l.prepare(ctx, p); close(f.done) }:
+			case <-ctx.Done():
+				f.err = ctx.Err()
+				close(f.done)
+				return
+			}
+			pos = l.advance(pos)
+		}
+	}()
+	return l, nil
+}
+
+// advance returns the position after pos.
+func (l *Loader) advance(pos State) State {
+	pos.Batch++
+	if pos.Batch >= l.cfg.Sampler.BatchesPerEpoch() {
+		pos.Epoch, pos.Batch = pos.Epoch+1, 0
+	}
+	return pos
+}
+
+// prepare reads, collates and transfers one global batch's local shards.
+func (l *Loader) prepare(ctx context.Context, pos State) (*Step, error) {
+	start := time.Now()
+	defer func() {
+		l.mu.Lock()
+		l.stats.HostSeconds += time.Since(start).Seconds()
+		l.mu.Unlock()
+	}()
+	// Orders are recomputed per batch rather than shared between workers; a permutation of a
+	// dataset's indices is cheap next to reading and collating, and this keeps workers independent.
+	order := l.cfg.Sampler.Order(pos.Epoch)
+	global := l.cfg.Sampler.Batch(order, pos.Batch)
+	step := &Step{Epoch: pos.Epoch, Batch: pos.Batch}
+	for r := l.cfg.FirstReplica; r < l.cfg.FirstReplica+l.cfg.localReplicas(); r++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		idx := Shard(global, r, l.cfg.NumReplicas)
+		examples := make([]Example, len(idx))
+		for i, j := range idx {
+			ex, err := l.cfg.Dataset.Get(j)
+			if err != nil {
+				return nil, err
+			}
+			examples[i] = ex
+		}
+		b, err := l.cfg.Collator.Collate(examples)
+		if err != nil {
+			return nil, fmt.Errorf("epoch %d batch %d replica %d: %w", pos.Epoch, pos.Batch, r, err)
+		}
+		if l.cfg.Budget != nil {
+			if err := l.cfg.Budget.Check(b.Size, b.SeqLen); err != nil {
+				return nil, err
+			}
+		}
+		b.Indices = idx
+		step.Shards = append(step.Shards, b)
+	}
+	if l.cfg.Transfer != nil {
+		if err := l.cfg.Transfer(ctx, step); err != nil {
+			return nil, fmt.Errorf("epoch %d batch %d: transfer: %w", pos.Epoch, pos.Batch, err)
+		}
+	}
+	return step, nil
+}
+
+// Next returns the next global batch. The time it blocks is counted in Stats.InputWaitSeconds.
+// After an error the loader is unusable; Close it.
+func (l *Loader) Next(ctx context.Context) (*Step, error) {
+	start := time.Now()
+	var step *Step
+	var err error
+	if l.futures == nil {
+		step, err = l.prepare(ctx, l.next)
+	} else {
+		select {
+		case f, ok := <-l.futures:
+			if !ok {
+				return nil, errors.New("data: loader is closed")
+			}
+			select {
+			case <-f.done:
+				step, err = f.step, f.err
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	l.mu.Lock()
+	l.stats.InputWaitSeconds += time.Since(start).Seconds()
+	if err == nil {
+		l.stats.Batches++
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("data: loader: %w", err)
+	}
+	l.next = l.advance(l.next)
+	return step, nil
+}
+
+// State is the position of the next batch Next will return (what a checkpoint saves).
+func (l *Loader) State() State { return l.next }
+
+// Stats returns the loader's measurements so far.
+func (l *Loader) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Close stops and waits for every goroutine of the loader. It is idempotent.
+func (l *Loader) Close() error {
+	l.closeOnce.Do(func() {
+		l.cancel()
+		if l.futures != nil {
+			for range l.futures { // drain so the dispatcher is never blocked on a send
+			}
+		}
+		l.wg.Wait()
+	})
+	return nil
+}
