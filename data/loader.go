@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // State is a loader's position: the next global batch it will return. Saved with a checkpoint, it
@@ -102,7 +104,7 @@ type Loader struct {
 
 	cancel  context.CancelFunc
 	futures chan *future // in order; capacity bounds prefetch
-	wg      sync.WaitGroup
+	group   errgroup.Group
 
 	mu    sync.Mutex
 	stats Stats
@@ -139,17 +141,14 @@ func NewLoader(ctx context.Context, cfg LoaderConfig, start State) (*Loader, err
 	l.futures = make(chan *future, cfg.PrefetchFactor*workers)
 	jobs := make(chan func())
 	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
+		l.group.Go(func() error {
 			for job := range jobs {
 				job()
 			}
-		}()
+			return nil
+		})
 	}
-	l.wg.Add(1)
-	go func() { // dispatcher: hands batches to workers in order, publishing their futures in order
-		defer l.wg.Done()
+	l.group.Go(func() error { // dispatcher: hands batches to workers in order, publishing their futures in order
 		defer close(jobs)
 		defer close(l.futures)
 		pos := start
@@ -159,18 +158,18 @@ func NewLoader(ctx context.Context, cfg LoaderConfig, start State) (*Loader, err
 			select {
 			case l.futures <- f: // blocks while PrefetchFactor batches are waiting: bounded memory
 			case <-ctx.Done():
-				return
+				return nil
 			}
 			select {
 			case jobs <- func() { f.step, f.err = l.prepare(ctx, p); close(f.done) }:
 			case <-ctx.Done():
 				f.err = ctx.Err()
 				close(f.done)
-				return
+				return nil
 			}
 			pos = l.advance(pos)
 		}
-	}()
+	})
 	return l, nil
 }
 
@@ -284,7 +283,7 @@ func (l *Loader) Close() error {
 			for range l.futures { // drain so the dispatcher is never blocked on a send
 			}
 		}
-		l.wg.Wait()
+		_ = l.group.Wait() // goroutines report errors through futures, never here
 	})
 	return nil
 }
