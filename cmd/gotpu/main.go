@@ -24,6 +24,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"devices", "list the backend, plugin and devices gotpu would use", runDevices},
+		{"score", "score JSON-lines examples: per-example loss, optional logits file", runScore},
+		{"generate", "generate tokens from a causal LM (greedy or sampled, KV cache)", runGenerate},
 	}
 }
 

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gotpu/gotpu/internal/cli"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// runGenerate implements `gotpu generate` for causal LMs (GPT-2, Llama, Mistral, Qwen2).
+//
+// Decoding settings start from the model directory's generation_config.json when it has one (as
+// HF's generate does), else GenerationConfig's defaults; flags given explicitly override them.
+//
+// Text output: the generated token ids (not the prompt), space-separated, on one line. With
+// --json: {"prompt_ids": [...], "generated_ids": [...]}.
+func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("generate")
+	var dev deviceFlags
+	dev.register(fs)
+	def := models.DefaultGenerateOptions()
+	model := fs.String("model", "", "Hugging Face model directory of a causal LM")
+	promptIDs := fs.String("prompt_ids", "", `prompt token ids, separated by commas or spaces ("15496, 11")`)
+	prompt := fs.String("prompt", "", "prompt text (needs the model's tokenizer)")
+	maxNew := fs.Int("max_new_tokens", def.MaxNewTokens, "tokens to generate at most")
+	doSample := fs.Bool("do_sample", def.DoSample, "sample instead of greedy decoding")
+	temperature := fs.Float64("temperature", def.Temperature, "sampling temperature")
+	topK := fs.Int("top_k", def.TopK, "keep the k most likely tokens when sampling (0: off)")
+	topP := fs.Float64("top_p", def.TopP, "nucleus sampling probability mass (1: off)")
+	repetition := fs.Float64("repetition_penalty", def.RepetitionPenalty, "HF repetition penalty (1: off)")
+	seed := fs.Uint64("seed", 0, "seed of the sampling stream")
+	eos := fs.String("eos_token_id", "", `stop tokens, comma-separated ("" = generation_config.json's or config.json's; "none" = never stop)`)
+	dtype := fs.String("dtype", "", `variables' dtype: float32 (default), bfloat16, or "auto" (as stored)`)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args, stderr, "--model DIR --prompt_ids IDS [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.UsageError("unexpected arguments %q", fs.Args())
+	}
+	if *model == "" {
+		return cli.UsageError("--model is required")
+	}
+	if *prompt != "" {
+		return cli.UsageError("--prompt needs a tokenizer, which gotpu cannot load yet; pass token ids with --prompt_ids")
+	}
+	ids, err := parseIDs(*promptIDs)
+	if err != nil {
+		return cli.UsageError("--prompt_ids: %v", err)
+	}
+	if len(ids) == 0 {
+		return cli.UsageError("--prompt_ids is required")
+	}
+	opts := def
+	if p := models.GenerationConfigPath(*model); fileExists(p) {
+		if opts, err = models.ReadGenerationConfig(p, len(ids)); err != nil {
+			return err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["max_new_tokens"] {
+		opts.MaxNewTokens = *maxNew
+	}
+	if set["do_sample"] {
+		opts.DoSample = *doSample
+	}
+	if set["temperature"] {
+		opts.Temperature = *temperature
+	}
+	if set["top_k"] {
+		opts.TopK = *topK
+	}
+	if set["top_p"] {
+		opts.TopP = *topP
+	}
+	if set["repetition_penalty"] {
+		opts.RepetitionPenalty = *repetition
+	}
+	opts.Seed = *seed
+	switch *eos {
+	case "":
+	case "none":
+		opts.EOSTokenIDs = []int{}
+	default:
+		if opts.EOSTokenIDs, err = parseIDs(*eos); err != nil {
+			return cli.UsageError("--eos_token_id: %v", err)
+		}
+	}
+	cfg := dev.config()
+	if err := cfg.Validate(); err != nil {
+		return cli.UsageError("%v", err)
+	}
+	rt, err := xla.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	m, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
+	if err != nil {
+		return err
+	}
+	lm, ok := m.(models.CausalLM)
+	if !ok {
+		return fmt.Errorf("%s: %s is not a causal language model; generate needs GPT-2, Llama, Mistral or Qwen2", *model, m.Architecture())
+	}
+	out, err := models.Generate(ctx, rt, lm, ids, opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if out == nil {
+			out = []int{}
+		}
+		return json.NewEncoder(stdout).Encode(map[string][]int{"prompt_ids": ids, "generated_ids": out})
+	}
+	parts := make([]string, len(out))
+	for i, id := range out {
+		parts[i] = strconv.Itoa(id)
+	}
+	_, err = fmt.Fprintln(stdout, strings.Join(parts, " "))
+	return err
+}
+
+// parseIDs reads token ids separated by commas and/or spaces.
+func parseIDs(s string) ([]int, error) {
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+	ids := make([]int, 0, len(fields))
+	for _, f := range fields {
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%q is not a token id", f)
+		}
+		ids = append(ids, v)
+	}
+	return ids, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gotpu/gotpu/internal/cli"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// runScore implements `gotpu score`.
+//
+// Input (--input FILE, "-" for stdin): one JSON object per line,
+//
+//	{"input_ids": [...], "attention_mask"?: [...], "token_type_ids"?: [...], "labels"?: [...] | n}
+//
+// Output (stdout): one JSON line per input line, {"loss": x} (HF's loss for that example alone;
+// null without labels). Causal LMs default labels to input_ids and shift them inside, as HF does;
+// classifiers take an integer class (a float for regression, a list for multi-label).
+//
+// --logits FILE also writes all logits to one safetensors file: tensor "logits", F32,
+// [lines, seq, vocab] for causal LMs (zeros past a line's length), [lines, num_labels] for
+// classifiers.
+func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("score")
+	var dev deviceFlags
+	dev.register(fs)
+	model := fs.String("model", "", "Hugging Face model directory (config.json + model.safetensors or shards)")
+	input := fs.String("input", "-", `JSON-lines file of examples ("-": standard input)`)
+	logits := fs.String("logits", "", "also write every example's logits to this safetensors file")
+	dtype := fs.String("dtype", "", `variables' dtype: float32 (default), bfloat16, or "auto" (as stored)`)
+	if err := parse(fs, args, stderr, "--model DIR [--input FILE] [--logits FILE] [--dtype D] [--device D]"); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.UsageError("unexpected arguments %q", fs.Args())
+	}
+	if *model == "" {
+		return cli.UsageError("--model is required")
+	}
+	var in io.Reader = os.Stdin
+	if *input != "-" {
+		f, err := os.Open(*input)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	cfg := dev.config()
+	if err := cfg.Validate(); err != nil {
+		return cli.UsageError("%v", err)
+	}
+	rt, err := xla.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	m, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
+	if err != nil {
+		return err
+	}
+	if err := models.ScoreJSONLines(ctx, rt, m, in, stdout, *logits); err != nil {
+		if *input != "-" {
+			return fmt.Errorf("%s: %w", *input, err)
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+// Package models loads, runs, trains-through and saves Hugging Face model directories: config.json
+// plus model.safetensors, or shards model-0000i-of-0000N.safetensors with
+// model.safetensors.index.json. Pickle weights (pytorch_model.bin) are refused with an error that
+// says how to convert them.
+//
+// # Architectures
+//
+// One package per architecture, each with its config (parsed from config.json with HF's class
+// defaults; unknown fields are kept and written back), its graph (GoMLX, HF's formulas: attention
+// scaled by 1/sqrt(head_dim), LayerNorm/RMSNorm epsilons from config.json, RMSNorm and softmax and
+// losses in float32) and an explicit table from HF tensor names to variables:
+//
+//   - gpt2: GPT2LMHeadModel (Conv1D [in, out] weights, fused c_attn, learned positions, tied head).
+//   - llama: LlamaForCausalLM, MistralForCausalLM (sliding window), Qwen2ForCausalLM (q/k/v
+//     biases): RMSNorm, rotary embeddings (default, linear and llama3 scaling; rope_parameters of
+//     transformers 5), grouped-query attention, SiLU-gated MLP, tied or untied head.
+//   - bert: BertForSequenceClassification and the bare BertModel (post-LN, erf GELU, token types,
+//     padding mask, tanh pooler, classifier with regression / single- / multi-label losses).
+//
+// Load picks the architecture from model_type and architectures; ParseConfig and New build a
+// randomly initialised model from a config (HF's _init_weights distributions, seeded).
+//
+// # The Model interface
+//
+// A Model keeps its parameters in a GoMLX context: HF tensor "transformer.h.0.attn.c_attn.weight"
+// is variable "weight" in scope "/transformer/h/0/attn/c_attn". Params lists them in HF's
+// state-dict order with shapes and HF Trainer's weight-decay groups (NoDecay: biases and
+// LayerNorm/RMSNorm weights). Forward builds logits and HF's loss (causal LMs shift labels inside
+// and ignore -100; classifiers use cross-entropy, MSE for num_labels == 1) for a Batch of graph
+// nodes; Batch.Training turns on dropout with config.json's probabilities. Save writes the same
+// directory layout back. CausalLM adds KV-cache decoding, SequenceClassifier the label count.
+//
+// # Naming written
+//
+// GPT-2 is saved with the "transformer." prefix (what GPT2LMHeadModel.save_pretrained writes);
+// the unprefixed hub naming of the original "gpt2" checkpoint is accepted on load. Tied lm_head
+// weights are never written. Llama-family and BERT models use their *For* class names.
+//
+// # Loading policy
+//
+// Missing tensors, unexpected tensors, shape mismatches with config.json and non-float dtypes are
+// errors naming the file and tensor. Known non-parameters are dropped: GPT-2 attn.bias/masked_bias
+// mask buffers, Llama rotary inv_freq buffers, BERT position_ids (debug log), and BERT
+// pretraining heads cls.* (info log, as HF warns). A tied lm_head.weight present in a file must
+// equal the embedding. Weights go from the (memory-mapped) file straight into device buffers,
+// converted per tensor; LoadOptions.DType "" gives float32 variables (master weights for bf16/f16
+// files), "auto" keeps the file's dtype.
+//
+// # Saving
+//
+// Save writes safetensors laid out as the Rust library does (metadata {"format": "pt"}), splits
+// above SaveOptions.MaxShardSize with huggingface_hub's rule (a tensor larger than the limit gets
+// its own shard), writes the index with total_size, removes stale weight files of an earlier
+// save, and round-trips bit-exactly: save, load, save gives identical bytes.
+//
+// # Scoring and generation
+//
+// ScoreJSONLines scores JSON-lines examples (HF losses, optional logits file); Generate decodes
+// greedily or by sampling (temperature, top-k, top-p, repetition penalty) with a KV cache.
+//
+// # Errors and concurrency
+//
+// Errors wrap the cause with %w and name the file and the tensor or config field. Graph building
+// reports errors by panicking (GoMLX's convention); every exported function here recovers them
+// with xla.Recover. A Model may be used by one graph build at a time; executing compiled graphs
+// concurrently is safe. Nothing here keeps global mutable state.
+package models

@@ -1,0 +1,177 @@
+package llama
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive
+	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/gotpu/gotpu/models/internal/core"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// Model is a LlamaForCausalLM (or Mistral/Qwen2ForCausalLM) whose parameters live in a GoMLX context.
+type Model struct {
+	*core.Base
+	Cfg *Config
+}
+
+// Config returns the model's config.
+func (m *Model) Config() core.Config { return m.Cfg }
+
+// NewOptions control New (Seed, DType).
+type NewOptions = core.NewOptions
+
+// New builds a randomly initialised model (HF's _init_weights distributions) for cfg.
+func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
+	defer xla.Recover(&err, "llama.New")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dt := dtypes.Float32
+	if opts.DType != "" {
+		if dt, err = core.ParseDTypeName(opts.DType); err != nil {
+			return nil, fmt.Errorf("llama.NewOptions.DType: %w", err)
+		}
+	}
+	if err := core.CheckBackendDType(rt.Backend(), dt); err != nil {
+		return nil, err
+	}
+	table := Table(cfg)
+	weights, err := core.InitWeights(ctx, rt.Backend(), table, opts.Seed, dt)
+	if err != nil {
+		return nil, err
+	}
+	cfg.SetDType(core.TorchDTypeName(dt))
+	return &Model{Base: core.NewBase(cfg, table, rt.Backend(), weights), Cfg: cfg}, nil
+}
+
+// Load reads a Llama/Mistral/Qwen2 model directory.
+func Load(ctx context.Context, rt *xla.Runtime, dir string, opts core.LoadOptions) (*Model, error) {
+	raw, err := core.ReadRawConfig(filepath.Join(dir, core.ConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	return LoadRaw(ctx, rt, dir, raw, opts)
+}
+
+// LoadRaw is Load with config.json already read.
+func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConfig, opts core.LoadOptions) (m *Model, err error) {
+	defer xla.Recover(&err, "llama.Load")
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	base, err := core.LoadDir(ctx, rt.Backend(), dir, cfg, mapping(cfg), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Base: base, Cfg: cfg}, nil
+}
+
+// Forward builds the causal LM forward pass: logits [B, T, vocab] and, with labels, HF's
+// ForCausalLMLoss (shifted, -100 ignored, mean).
+func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
+	if b.InputIDs == nil {
+		panic(fmt.Errorf("llama.Forward: Batch.InputIDs is nil"))
+	}
+	h := m.body(c, b.InputIDs, b.AttentionMask, b.Training, nil, nil)
+	logits = m.head(c, h)
+	if b.Labels != nil {
+		loss = core.CausalLMLoss(logits, b.Labels)
+	}
+	return loss, logits
+}
+
+// CacheDims describes the KV cache: num_key_value_heads heads of head_dim per layer.
+func (m *Model) CacheDims() core.CacheDims {
+	return core.CacheDims{Layers: m.Cfg.NumHiddenLayers, KVHeads: m.Cfg.NumKeyValueHeads, HeadDim: m.Cfg.HeadDim}
+}
+
+// MaxPositions is max_position_embeddings.
+func (m *Model) MaxPositions() int { return m.Cfg.MaxPositionEmbeddings }
+
+// VocabSize is the logits width.
+func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
+
+// EOSTokenIDs are the config's eos_token_id values.
+func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
+
+// ForwardCached runs ids [B, T] at positions offset.. against cache (updated) and returns logits.
+func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
+	return m.head(c, m.body(c, ids, nil, false, offset, cache))
+}
+
+func (m *Model) head(c *mlctx.Context, h *Node) *Node {
+	name := "lm_head.weight"
+	if m.Cfg.TieWordEmbeddings {
+		name = "model.embed_tokens.weight"
+	}
+	return core.Linear(h, core.Weight(c, h.Graph(), name), nil)
+}
+
+// body is LlamaModel: embeddings, decoder layers, final RMSNorm.
+func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+	cfg := m.Cfg
+	g := ids.Graph()
+	w := func(name string) *Node { return core.Weight(c, g, name) }
+	opt := func(name string, present bool) *Node {
+		if !present {
+			return nil
+		}
+		return w(name)
+	}
+	dims := ids.Shape().Dimensions
+	if len(dims) != 2 {
+		panic(fmt.Errorf("llama: input_ids must be [batch, seq], got %v", ids.Shape()))
+	}
+	B, T := dims[0], dims[1]
+	x := core.Embed(w("model.embed_tokens.weight"), ids)
+	cos, sin := rotary(g, cfg, T, offset, x.DType())
+	S := T
+	if cache != nil {
+		S = cache.K[0].Shape().Dim(1)
+	}
+	masks := map[int]*Node{}
+	maskFor := func(window int) *Node {
+		if mk, ok := masks[window]; ok {
+			return mk
+		}
+		masks[window] = core.CausalMask(g, B, T, S, offset, mask, window)
+		return masks[window]
+	}
+	act, err := core.Activation(cfg.HiddenAct)
+	if err != nil {
+		panic(err)
+	}
+	nh, kv, hd := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim
+	for i := range cfg.NumHiddenLayers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		a := core.RMSNorm(x, w(p+"input_layernorm.weight"), cfg.RMSNormEps)
+		q := core.Heads(core.Linear(a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias", cfg.QKVBias())), nh, hd)
+		k := core.Heads(core.Linear(a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias", cfg.QKVBias())), kv, hd)
+		v := core.Heads(core.Linear(a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias", cfg.QKVBias())), kv, hd)
+		q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
+		if cache != nil {
+			k, v = cache.UpdateCache(i, k, v, offset)
+		}
+		att := core.Attention(c, q, k, v, core.AttentionOpts{
+			ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(cfg.LayerWindows[i]),
+			DropP: cfg.AttentionDropout, Training: training,
+		})
+		x = Add(x, core.Linear(att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias", cfg.OBias())))
+		f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), cfg.RMSNormEps)
+		gate := act(core.Linear(f, w(p+"mlp.gate_proj.weight"), opt(p+"mlp.gate_proj.bias", cfg.MLPBias)))
+		up := core.Linear(f, w(p+"mlp.up_proj.weight"), opt(p+"mlp.up_proj.bias", cfg.MLPBias))
+		x = Add(x, core.Linear(Mul(gate, up), w(p+"mlp.down_proj.weight"), opt(p+"mlp.down_proj.bias", cfg.MLPBias)))
+	}
+	return core.RMSNorm(x, w("model.norm.weight"), cfg.RMSNormEps)
+}
