@@ -1,0 +1,347 @@
+package step
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// reference is the part of a fixture's reference.json these tests use.
+type reference struct {
+	InputIDs      [][]int32       `json:"input_ids"`
+	AttentionMask [][]int32       `json:"attention_mask"`
+	TokenTypeIDs  [][]int32       `json:"token_type_ids"`
+	Labels        json.RawMessage `json:"labels"`
+	Runs          map[string]json.RawMessage
+}
+
+type adamwRun struct {
+	LR          float64   `json:"lr"`
+	LRPerStep   []float64 `json:"lr_per_step"`
+	WeightDecay float64   `json:"weight_decay"`
+	Losses      []float64 `json:"losses"`
+	GradNorms   []float64 `json:"grad_norm_global_per_step"`
+	GradNormsB  []float64 `json:"grad_norm_global_per_step_before_clip"`
+	ParamsAfter map[string]struct {
+		Sum    float64   `json:"sum"`
+		L2     float64   `json:"l2"`
+		First4 []float64 `json:"first4"`
+	} `json:"params_after"`
+}
+
+func fixtureDir(name string) string { return filepath.Join("..", "..", "testdata", "models", name) }
+
+func readReference(t *testing.T, fixture string) (*reference, map[string]json.RawMessage) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixtureDir(fixture), "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref reference
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		t.Fatal(err)
+	}
+	return &ref, all
+}
+
+// hostBatch builds the fixture's batch as the data package would collate it.
+func (r *reference) hostBatch(t *testing.T, causal bool) *data.Batch {
+	size, seq := len(r.InputIDs), len(r.InputIDs[0])
+	b := &data.Batch{Size: size, SeqLen: seq}
+	for i, row := range r.InputIDs {
+		b.InputIDs = append(b.InputIDs, row...)
+		if r.AttentionMask != nil {
+			b.AttentionMask = append(b.AttentionMask, r.AttentionMask[i]...)
+		} else {
+			for range row {
+				b.AttentionMask = append(b.AttentionMask, 1)
+			}
+		}
+		if r.TokenTypeIDs != nil {
+			b.TokenTypeIDs = append(b.TokenTypeIDs, r.TokenTypeIDs[i]...)
+		}
+	}
+	if causal {
+		// The causal fixtures' labels are the input ids (reference.json says so in words).
+		b.Labels = append([]int32(nil), b.InputIDs...)
+	} else if err := json.Unmarshal(r.Labels, &b.Labels); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func openGo(t testing.TB) *xla.Runtime {
+	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceGo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+// hfName maps gotpu's HF names to the fixture's (GPT-2 fixtures use the hub naming).
+func hfName(name string) string { return strings.TrimPrefix(name, "transformer.") }
+
+// TestFixtureAdamW trains every fixture for 3 steps on its batch and compares losses, gradient
+// norms and every parameter's sum and L2 with the PyTorch reference (HF Trainer's decay groups,
+// torch AdamW): constant LR without and with clipping, and HF's linear schedule with warmup.
+func TestFixtureAdamW(t *testing.T) {
+	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny"} {
+		ref, all := readReference(t, fixture)
+		for _, run := range []string{"adamw", "adamw_clip1", "adamw_linear_warmup", "adamw_linear_warmup_clip1"} {
+			rawRun, ok := all[run]
+			if !ok {
+				continue
+			}
+			t.Run(fixture+"/"+run, func(t *testing.T) {
+				var want adamwRun
+				if err := json.Unmarshal(rawRun, &want); err != nil {
+					t.Fatal(err)
+				}
+				rt := openGo(t)
+				m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, causal := m.(models.CausalLM)
+				opt := DefaultAdamW()
+				opt.WeightDecay = 0.01
+				opt.MaxGradNorm = 0
+				if strings.HasSuffix(run, "clip1") {
+					opt.MaxGradNorm = 1
+				}
+				s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				batch := ref.hostBatch(t, causal)
+				norms := want.GradNorms
+				if norms == nil {
+					norms = want.GradNormsB
+				}
+				for k := range 3 {
+					lr := 1e-3
+					if want.LRPerStep != nil {
+						lr = want.LRPerStep[k]
+					}
+					res, err := s.Step(context.Background(), [][]*data.Batch{{batch}}, lr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if math.Abs(res.Loss-want.Losses[k]) > 1e-5 {
+						t.Errorf("step %d: loss %.8f, want %.8f", k+1, res.Loss, want.Losses[k])
+					}
+					if math.Abs(res.GradNorm-norms[k]) > 1e-4*norms[k] {
+						t.Errorf("step %d: grad norm %.8f, want %.8f", k+1, res.GradNorm, norms[k])
+					}
+				}
+				maxLR := 1e-3
+				checkParams(t, m, want, 3*maxLR)
+			})
+		}
+	}
+}
+
+// zeroTrueGradient lists parameters whose exact gradient is zero (attention key biases: a
+// constant added to every key score of a row leaves the softmax unchanged). In float32 their
+// gradient is rounding noise of ~1e-9, which AdamW normalises into steps of up to lr, so they are
+// compared with an absolute tolerance: the most 3 AdamW steps can move them (maxMove per element).
+// It returns how many of the parameter's n elements are such (BERT's key.bias: all; GPT-2's fused
+// c_attn.bias: its key third).
+func zeroTrueGradient(name string, n int) int {
+	switch {
+	case strings.HasSuffix(name, "attention.self.key.bias"):
+		return n
+	case strings.HasSuffix(name, "attn.c_attn.bias"):
+		return n / 3
+	}
+	return 0
+}
+
+func checkParams(t *testing.T, m models.Model, want adamwRun, maxMove float64) {
+	t.Helper()
+	for _, p := range m.Params() {
+		w, ok := want.ParamsAfter[hfName(p.Name)]
+		if !ok {
+			w, ok = want.ParamsAfter[p.Name]
+		}
+		if !ok {
+			if p.Name == "lm_head.weight" || strings.HasSuffix(p.Name, "attn.bias") {
+				continue
+			}
+			t.Errorf("%s: not in the reference", p.Name)
+			continue
+		}
+		v := m.Context().GetVariableByScopeAndName(p.Scope(), p.Var())
+		vals := floats(t, v.MustValue())
+		var sum, sq float64
+		for _, x := range vals {
+			sum += x
+			sq += x * x
+		}
+		l2 := math.Sqrt(sq)
+		if n := float64(zeroTrueGradient(p.Name, len(vals))); n > 0 {
+			if math.Abs(sum-w.Sum) > maxMove*n || math.Abs(l2-w.L2) > maxMove*math.Sqrt(n) {
+				t.Errorf("%s: sum %.8g l2 %.8g, want %.8g %.8g within the zero-gradient bound", p.Name, sum, l2, w.Sum, w.L2)
+			}
+			if int(n) < len(vals) {
+				// The leading (query) elements have real but tiny gradients (norm ~5e-4), which
+				// AdamW normalises: compare them to 1e-3 of the largest step.
+				for i, x := range w.First4 {
+					if math.Abs(vals[i]-x) > 1e-3*maxMove {
+						t.Errorf("%s[%d] = %.8g, want %.8g", p.Name, i, vals[i], x)
+					}
+				}
+			}
+			continue
+		}
+		// Sums near zero (zero-mean biases) are compared against the L2 scale instead.
+		if math.Abs(sum-w.Sum) > 1e-4*math.Max(math.Abs(w.Sum), w.L2) || math.Abs(l2-w.L2) > 1e-4*w.L2 {
+			t.Errorf("%s: sum %.8g l2 %.8g, want %.8g %.8g", p.Name, sum, l2, w.Sum, w.L2)
+		}
+	}
+}
+
+func floats(t *testing.T, x *tensors.Tensor) []float64 {
+	t.Helper()
+	switch v := x.Value().(type) {
+	default:
+		flat := tensors.MustCopyFlatData[float32](x)
+		out := make([]float64, len(flat))
+		for i, f := range flat {
+			out[i] = float64(f)
+		}
+		_ = v
+		return out
+	}
+}
+
+// randomBatch makes a causal-LM batch of random tokens with some padding.
+func randomBatch(rng *rand.Rand, size, seq, vocab int) *data.Batch {
+	b := &data.Batch{Size: size, SeqLen: seq}
+	for i := range size {
+		valid := seq - rng.IntN(seq/3)
+		for j := range seq {
+			id := int32(rng.IntN(vocab))
+			mask, label := int32(1), id
+			if j >= valid {
+				mask, label = 0, data.IgnoreIndex
+			}
+			_ = i
+			b.InputIDs = append(b.InputIDs, id)
+			b.AttentionMask = append(b.AttentionMask, mask)
+			b.Labels = append(b.Labels, label)
+		}
+	}
+	return b
+}
+
+// split cuts a batch into n shards of consecutive rows.
+func split(b *data.Batch, n int) []*data.Batch {
+	per := b.Size / n
+	out := make([]*data.Batch, n)
+	for r := range n {
+		lo, hi := r*per*b.SeqLen, (r+1)*per*b.SeqLen
+		out[r] = &data.Batch{Size: per, SeqLen: b.SeqLen, InputIDs: b.InputIDs[lo:hi],
+			AttentionMask: b.AttentionMask[lo:hi], Labels: b.Labels[lo:hi]}
+	}
+	return out
+}
+
+// TestReplicaEquivalence: 8 replicas × batch 1, 1 replica × batch 8 and 2 replicas × 4
+// accumulation steps × batch 1 make the same updates (within 1e-5 relative after 5 steps), with
+// padding, so rows have different numbers of loss terms. It uses the Llama fixture: GPT-2 and BERT
+// have attention key biases whose true gradient is zero, and AdamW turns the rounding noise of
+// each layout into different full-size steps there (see zeroTrueGradient).
+func TestReplicaEquivalence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const steps = 5
+	batches := make([]*data.Batch, steps)
+	for i := range batches {
+		batches[i] = randomBatch(rng, 8, 16, 512)
+	}
+	layouts := []struct {
+		name        string
+		replicas    int
+		accumulate  int
+		microAndRep func(b *data.Batch) [][]*data.Batch
+	}{
+		{"1x8", 1, 1, func(b *data.Batch) [][]*data.Batch { return [][]*data.Batch{{b}} }},
+		{"8x1", 8, 1, func(b *data.Batch) [][]*data.Batch { return [][]*data.Batch{split(b, 8)} }},
+		{"2x1 accum 4", 2, 4, func(b *data.Batch) [][]*data.Batch {
+			rows := split(b, 8)
+			out := make([][]*data.Batch, 4)
+			for a := range 4 { // micro-batch a holds rows 2a (replica 0) and 2a+1 (replica 1)
+				out[a] = []*data.Batch{rows[2*a], rows[2*a+1]}
+			}
+			return out
+		}},
+	}
+	var base map[string][]float64
+	var baseLosses []float64
+	for _, l := range layouts {
+		rt := openGo(t)
+		m, err := models.Load(context.Background(), rt, fixtureDir("llama-tiny"), models.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := DefaultAdamW()
+		opt.WeightDecay = 0.01
+		s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: l.replicas})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var losses []float64
+		for _, b := range batches {
+			res, err := s.Step(context.Background(), l.microAndRep(b), 1e-3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses = append(losses, res.Loss)
+		}
+		params := map[string][]float64{}
+		for _, p := range m.Params() {
+			params[p.Name] = floats(t, m.Context().GetVariableByScopeAndName(p.Scope(), p.Var()).MustValue())
+		}
+		if base == nil {
+			base, baseLosses = params, losses
+			continue
+		}
+		for i := range losses {
+			if math.Abs(losses[i]-baseLosses[i]) > 1e-5*baseLosses[i] {
+				t.Errorf("%s: step %d loss %.8f, 1x8 has %.8f", l.name, i+1, losses[i], baseLosses[i])
+			}
+		}
+		worst, where := 0.0, ""
+		for name, vals := range params {
+			var diff, norm float64
+			for i, v := range vals {
+				d := v - base[name][i]
+				diff += d * d
+				norm += base[name][i] * base[name][i]
+			}
+			if rel := math.Sqrt(diff) / math.Max(math.Sqrt(norm), 1e-12); rel > worst {
+				worst, where = rel, name
+			}
+		}
+		t.Logf("%s vs 1x8: max relative parameter difference %.2e (%s)", l.name, worst, where)
+		if worst > 1e-5 {
+			t.Errorf("%s: parameters differ from 1x8 by %.2e relative (%s)", l.name, worst, where)
+		}
+	}
+}
