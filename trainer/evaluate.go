@@ -1,0 +1,141 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// Evaluate runs the evaluation set and returns HF's metrics (eval_loss, eval_runtime,
+// eval_samples_per_second, eval_steps_per_second), logging them as HF does.
+func (t *Trainer) Evaluate(ctx context.Context) (metrics map[string]float64, err error) {
+	defer xla.Recover(&err, "trainer.Evaluate")
+	control := TrainerControl{}
+	return t.evaluate(ctx, &Event{Args: &t.args, State: &t.state, Control: &control})
+}
+
+func (t *Trainer) evaluate(ctx context.Context, ev *Event) (map[string]float64, error) {
+	if t.eval == nil || t.eval.Len() == 0 {
+		return nil, errors.New("trainer: no evaluation data")
+	}
+	start := time.Now()
+	var weighted, examples float64
+	steps := 0
+	err := t.forEachEvalBatch(ctx, t.eval, func(b *data.Batch, _ int) error {
+		lossSum, terms, logits, err := t.stepper.Evaluate(ctx, b)
+		if err != nil {
+			return err
+		}
+		logits.Release()
+		if terms > 0 {
+			// HF's evaluation_loop repeats each batch's mean loss per example and averages.
+			weighted += lossSum / terms * float64(b.Size)
+			examples += float64(b.Size)
+		}
+		steps++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	runtime := time.Since(start).Seconds()
+	metrics := map[string]float64{
+		"eval_loss":               weighted / examples,
+		"eval_runtime":            PyRound(runtime, 4),
+		"eval_samples_per_second": PyRound(float64(t.eval.Len())/runtime, 3),
+		"eval_steps_per_second":   PyRound(float64(steps)/runtime, 3),
+	}
+	entry := NewLogEntry(
+		JSONMember{"eval_loss", JSONFloatValue(metrics["eval_loss"])},
+		JSONMember{"eval_runtime", JSONFloatValue(metrics["eval_runtime"])},
+		JSONMember{"eval_samples_per_second", JSONFloatValue(metrics["eval_samples_per_second"])},
+		JSONMember{"eval_steps_per_second", JSONFloatValue(metrics["eval_steps_per_second"])},
+	)
+	if err := t.logEntry(ctx, ev, entry); err != nil {
+		return nil, err
+	}
+	ev.Metrics = metrics
+	defer func() { ev.Metrics = nil }()
+	if err := t.callbacks.OnEvaluate(ctx, ev); err != nil {
+		return nil, err
+	}
+	return metrics, nil
+}
+
+// forEachEvalBatch collates ds in order, per_device_eval_batch_size × replicas examples at a time
+// (the last batch may be smaller: its shape compiles once more).
+func (t *Trainer) forEachEvalBatch(ctx context.Context, ds data.Dataset, fn func(b *data.Batch, first int) error) error {
+	size := t.args.PerDeviceEvalBatchSize * t.replicas
+	for first := 0; first < ds.Len(); first += size {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(size, ds.Len()-first)
+		examples := make([]data.Example, n)
+		for i := range n {
+			ex, err := ds.Get(first + i)
+			if err != nil {
+				return err
+			}
+			examples[i] = ex
+		}
+		b, err := t.collator.Collate(examples)
+		if err != nil {
+			return fmt.Errorf("trainer: evaluation batch at example %d: %w", first, err)
+		}
+		if err := fn(b, first); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Predictions are the outputs of Predict: logits of every example in dataset order, row-major
+// with shape Dims ([examples, seq, vocab] for a causal LM, [examples, num_labels] for a
+// classifier), and the loss metrics when the dataset has labels.
+type Predictions struct {
+	Logits  []float32
+	Dims    []int
+	Metrics map[string]float64
+}
+
+// Predict runs the model on ds and returns its logits (HF's trainer.predict).
+func (t *Trainer) Predict(ctx context.Context, ds data.Dataset) (p *Predictions, err error) {
+	defer xla.Recover(&err, "trainer.Predict")
+	p = &Predictions{}
+	var weighted, examples float64
+	err = t.forEachEvalBatch(ctx, ds, func(b *data.Batch, _ int) error {
+		lossSum, terms, logits, err := t.stepper.Evaluate(ctx, b)
+		if err != nil {
+			return err
+		}
+		flat, dims, err := logits.Float32s()
+		if err != nil {
+			return err
+		}
+		if p.Dims == nil {
+			p.Dims = append([]int{0}, dims[1:]...)
+		}
+		if len(dims) != len(p.Dims) || (len(dims) == 3 && dims[1] != p.Dims[1]) {
+			return fmt.Errorf("trainer: prediction batches have different shapes %v and %v", p.Dims, dims)
+		}
+		p.Logits = append(p.Logits, flat...)
+		p.Dims[0] += dims[0]
+		if terms > 0 {
+			weighted += lossSum / terms * float64(b.Size)
+			examples += float64(b.Size)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if examples > 0 {
+		p.Metrics = map[string]float64{"test_loss": weighted / examples}
+	}
+	return p, nil
+}

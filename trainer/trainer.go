@@ -1,0 +1,412 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
+	"github.com/gotpu/gotpu/xla/step"
+)
+
+// Options are the Trainer's dependencies and choices beyond TrainingArguments.
+type Options struct {
+	// Runtime is the device runtime to train on (required); its devices are the replicas unless
+	// TrainingArguments.NumDevices asks for fewer.
+	Runtime *xla.Runtime
+	// Collator builds batches; nil picks one for the model: fixed-length blocks for a causal LM
+	// (the longest training example), length buckets for a classifier.
+	Collator data.Collator
+	// Callbacks run in order after gotpu's own bookkeeping at each event.
+	Callbacks []Callback
+	// Logger receives the run's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Trainer trains and evaluates a models.Model with Hugging Face Trainer semantics. It is not safe
+// for concurrent use.
+type Trainer struct {
+	args      TrainingArguments
+	model     models.Model
+	train     data.Dataset
+	eval      data.Dataset
+	rt        *xla.Runtime
+	collator  data.Collator
+	callbacks Callbacks
+	log       *slog.Logger
+
+	replicas int
+	stepper  *step.Stepper
+	state    TrainerState
+}
+
+// New validates the arguments and prepares a Trainer. train and eval may be nil when unused.
+func New(args TrainingArguments, model models.Model, train, eval data.Dataset, opts Options) (*Trainer, error) {
+	if opts.Runtime == nil {
+		return nil, errors.New("trainer.Options.Runtime: nil (open one with xla.Open)")
+	}
+	if err := args.Finalize(); err != nil {
+		return nil, err
+	}
+	if err := args.Validate(); err != nil {
+		return nil, err
+	}
+	replicas := opts.Runtime.NumDevices()
+	if args.NumDevices > 0 {
+		if args.NumDevices > replicas {
+			return nil, fmt.Errorf("trainer.TrainingArguments.num_devices: %d, but the runtime has %d devices", args.NumDevices, replicas)
+		}
+		replicas = args.NumDevices
+	}
+	t := &Trainer{
+		args: args, model: model, train: train, eval: eval, rt: opts.Runtime,
+		collator: opts.Collator, callbacks: Callbacks(opts.Callbacks), log: opts.Logger,
+		replicas: replicas, state: NewTrainerState(),
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	if t.collator == nil {
+		var err error
+		if t.collator, err = defaultCollator(model, train, eval); err != nil {
+			return nil, err
+		}
+	}
+	opt, err := t.optimizer()
+	if err != nil {
+		return nil, err
+	}
+	if t.stepper, err = step.New(opts.Runtime, model, step.Config{Optimizer: opt, NumReplicas: replicas}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// optimizer maps HF's optim names onto the step package's update rules.
+func (t *Trainer) optimizer() (step.Optimizer, error) {
+	a := t.args
+	o := step.Optimizer{Name: "adamw", Beta1: a.AdamBeta1, Beta2: a.AdamBeta2, Epsilon: a.AdamEpsilon,
+		WeightDecay: a.WeightDecay, MaxGradNorm: a.MaxGradNorm}
+	switch {
+	case a.Adafactor || a.Optim == "adafactor":
+		o.Name = "adafactor"
+	case a.Optim == "adamw_torch" || a.Optim == "adamw_torch_fused" || a.Optim == "adamw_hf" || a.Optim == "":
+	default:
+		return step.Optimizer{}, fmt.Errorf("trainer.TrainingArguments.optim: %q is not implemented (adamw_torch, adafactor)", a.Optim)
+	}
+	return o, o.Validate()
+}
+
+// defaultCollator: a causal LM trains on fixed blocks as long as the longest example (one
+// compiled shape); a classifier pads to power-of-two buckets up to its longest example.
+func defaultCollator(m models.Model, datasets ...data.Dataset) (data.Collator, error) {
+	longest := 0
+	for _, ds := range datasets {
+		if ds == nil {
+			continue
+		}
+		for i := range ds.Len() {
+			ex, err := ds.Get(i)
+			if err != nil {
+				return nil, err
+			}
+			longest = max(longest, len(ex.InputIDs))
+		}
+	}
+	if longest == 0 {
+		return nil, errors.New("trainer: no examples to size batches from")
+	}
+	if _, ok := m.(models.CausalLM); ok {
+		return data.CausalLMCollator{BlockSize: longest}, nil
+	}
+	return data.BucketCollator{Buckets: data.DefaultBuckets(longest)}, nil
+}
+
+// Args returns the finalized arguments.
+func (t *Trainer) Args() TrainingArguments { return t.args }
+
+// State returns the trainer state (global step, log history, ...).
+func (t *Trainer) State() *TrainerState { return &t.state }
+
+// NumReplicas is the number of devices the trainer uses.
+func (t *Trainer) NumReplicas() int { return t.replicas }
+
+// TrainOutput is what Train returns (HF's TrainOutput).
+type TrainOutput struct {
+	GlobalStep   int
+	TrainingLoss float64
+	Metrics      map[string]float64
+}
+
+// ErrNonFinite is returned when more than max_consecutive_nonfinite updates in a row had
+// non-finite gradients.
+var ErrNonFinite = errors.New("training diverged: non-finite gradients")
+
+// runLength derives the run's geometry from the arguments and the dataset.
+type runLength struct {
+	sampler          data.Sampler
+	batchesPerEpoch  int // micro-batches (global) per epoch
+	updatesPerEpoch  int
+	maxSteps, epochs int
+}
+
+func (t *Trainer) length() (runLength, error) {
+	if t.train == nil || t.train.Len() == 0 {
+		return runLength{}, errors.New("trainer: no training data")
+	}
+	seed := uint64(t.args.Seed)
+	if t.args.DataSeed != nil {
+		seed = uint64(*t.args.DataSeed)
+	}
+	s := data.Sampler{NumExamples: t.train.Len(), GlobalBatch: t.args.PerDeviceTrainBatchSize * t.replicas,
+		Seed: seed, Shuffle: true, DropLast: t.args.DataloaderDropLast}
+	if err := s.Validate(); err != nil {
+		return runLength{}, err
+	}
+	l := runLength{sampler: s, batchesPerEpoch: s.BatchesPerEpoch()}
+	l.updatesPerEpoch = t.args.UpdateStepsPerEpoch(l.batchesPerEpoch)
+	l.maxSteps = t.args.NumTrainingSteps(l.updatesPerEpoch)
+	l.epochs = t.args.EpochsToRun(l.updatesPerEpoch)
+	return l, nil
+}
+
+// Train runs the training loop. Cancelling ctx stops it after the current step.
+func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
+	defer xla.Recover(&err, "trainer.Train")
+	l, err := t.length()
+	if err != nil {
+		return TrainOutput{}, err
+	}
+	sched, err := t.args.Schedule(l.maxSteps)
+	if err != nil {
+		return TrainOutput{}, err
+	}
+	flow := t.args.Flow(l.maxSteps)
+	t.state.ComputeSteps(&t.args, l.maxSteps)
+	t.state.MaxSteps, t.state.NumTrainEpochs = l.maxSteps, l.epochs
+	bs := t.args.PerDeviceTrainBatchSize
+	t.state.TrainBatchSize = &bs
+	t.state.IsLocalProcessZero, t.state.IsWorldProcessZero = true, true
+	epoch0 := 0.0
+	t.state.Epoch = &epoch0
+
+	prefetch := 2
+	if t.args.DataloaderPrefetchFactor != nil {
+		prefetch = *t.args.DataloaderPrefetchFactor
+	}
+	loader, err := data.NewLoader(ctx, data.LoaderConfig{
+		Dataset: t.train, Collator: t.collator, Sampler: l.sampler, NumReplicas: t.replicas,
+		PrefetchFactor: prefetch, NumWorkers: t.args.DataloaderNumWorkers,
+	}, data.State{Seed: l.sampler.Seed})
+	if err != nil {
+		return TrainOutput{}, err
+	}
+	defer loader.Close()
+
+	t.log.Info("training", "examples", t.train.Len(), "epochs", l.epochs, "replicas", t.replicas,
+		"per_device_batch", bs, "accumulation", t.args.GradientAccumulationSteps,
+		"global_batch", t.args.GlobalTrainBatchSize(t.replicas), "steps", l.maxSteps)
+	control := TrainerControl{}
+	ev := &Event{Args: &t.args, State: &t.state, Control: &control}
+	if err := t.callbacks.OnTrainBegin(ctx, ev); err != nil {
+		return TrainOutput{}, err
+	}
+
+	start := time.Now()
+	var (
+		totalLoss       float64 // sum of step losses (HF's tr_loss over the run)
+		intervalLoss    float64
+		intervalSteps   int
+		lastGradNorm    float64
+		nonfinite       int
+		samples, tokens int
+	)
+	ga := max(t.args.GradientAccumulationSteps, 1)
+	for t.state.GlobalStep < l.maxSteps && !control.ShouldTrainingStop {
+		if err := ctx.Err(); err != nil {
+			t.log.Warn("training interrupted", "step", t.state.GlobalStep, "reason", err)
+			break
+		}
+		// Gather this update's micro-batches: gradient_accumulation_steps of them, or fewer at the
+		// end of an epoch (transformers >= 4.46 updates on a partial accumulation there).
+		var micro [][]*data.Batch
+		var epochEnded bool
+		for len(micro) < ga {
+			s, err := loader.Next(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return TrainOutput{}, err
+			}
+			micro = append(micro, s.Shards)
+			for _, b := range s.Shards {
+				samples += b.Size
+				tokens += b.Tokens()
+			}
+			if loader.State().Batch == 0 {
+				epochEnded = true
+				break
+			}
+		}
+		if len(micro) == 0 {
+			break
+		}
+		lr := sched.LR(t.state.GlobalStep)
+		res, err := t.stepper.Step(ctx, micro, lr)
+		if err != nil {
+			return TrainOutput{}, err
+		}
+		if res.Skipped {
+			nonfinite++
+			t.log.Warn("non-finite gradients: update skipped", "step", t.state.GlobalStep+1, "consecutive", nonfinite)
+			if limit := t.args.MaxConsecutiveNonfinite; limit > 0 && nonfinite >= limit {
+				return TrainOutput{}, fmt.Errorf("%w: %d consecutive updates (max_consecutive_nonfinite)", ErrNonFinite, nonfinite)
+			}
+		} else {
+			nonfinite = 0
+		}
+		t.state.GlobalStep++
+		pos := loader.State()
+		epoch := float64(pos.Epoch) + float64(pos.Batch)/float64(l.batchesPerEpoch)
+		t.state.Epoch = &epoch
+		if !math.IsNaN(res.Loss) && !math.IsInf(res.Loss, 0) || !t.args.LoggingNanInfFilter {
+			totalLoss += res.Loss
+			intervalLoss += res.Loss
+		} else { // HF's logging_nan_inf_filter: count the step at the running average instead
+			avg := totalLoss / float64(max(t.state.GlobalStep-1, 1))
+			totalLoss += avg
+			intervalLoss += avg
+		}
+		intervalSteps++
+		lastGradNorm = res.GradNorm
+		t.state.NumInputTokensSeen += int64(tokens)
+		tokens = 0
+
+		control = flow.StepEnd(t.state.GlobalStep)
+		if err := t.callbacks.OnStepEnd(ctx, ev); err != nil {
+			return TrainOutput{}, err
+		}
+		if epochEnded {
+			ec := flow.EpochEnd(epoch)
+			control.ShouldLog = control.ShouldLog || ec.ShouldLog
+			control.ShouldEvaluate = control.ShouldEvaluate || ec.ShouldEvaluate
+			control.ShouldSave = control.ShouldSave || ec.ShouldSave
+			if err := t.callbacks.OnEpochEnd(ctx, ev); err != nil {
+				return TrainOutput{}, err
+			}
+		}
+		if control.ShouldLog && intervalSteps > 0 {
+			entry := NewLogEntry(
+				JSONMember{"loss", JSONFloatValue(PyRound(intervalLoss/float64(intervalSteps), 4))},
+			)
+			if t.args.MaxGradNorm > 0 {
+				entry = entry.With("grad_norm", JSONFloatValue(lastGradNorm))
+			}
+			entry = entry.With("learning_rate", JSONFloatValue(sched.LoggedLR(t.state.GlobalStep)))
+			if err := t.logEntry(ctx, ev, entry); err != nil {
+				return TrainOutput{}, err
+			}
+			intervalLoss, intervalSteps = 0, 0
+		}
+		if control.ShouldEvaluate && t.eval != nil {
+			if _, err := t.evaluate(ctx, ev); err != nil {
+				return TrainOutput{}, err
+			}
+		}
+		if control.ShouldSave {
+			if err := t.saveCheckpoint(ctx, ev); err != nil {
+				return TrainOutput{}, err
+			}
+		}
+	}
+	runtime := time.Since(start).Seconds()
+	trainLoss := 0.0
+	if t.state.GlobalStep > 0 {
+		trainLoss = totalLoss / float64(t.state.GlobalStep)
+	}
+	metrics := map[string]float64{
+		"train_runtime":            PyRound(runtime, 4),
+		"train_samples_per_second": PyRound(float64(samples)/runtime, 3),
+		"train_steps_per_second":   PyRound(float64(t.state.GlobalStep)/runtime, 3),
+		"total_flos":               t.state.TotalFlos,
+		"train_loss":               trainLoss,
+	}
+	summary := NewLogEntry(
+		JSONMember{"train_runtime", JSONFloatValue(metrics["train_runtime"])},
+		JSONMember{"train_samples_per_second", JSONFloatValue(metrics["train_samples_per_second"])},
+		JSONMember{"train_steps_per_second", JSONFloatValue(metrics["train_steps_per_second"])},
+		JSONMember{"total_flos", JSONFloatValue(metrics["total_flos"])},
+		JSONMember{"train_loss", JSONFloatValue(trainLoss)},
+	)
+	if err := t.logEntry(ctx, ev, summary); err != nil {
+		return TrainOutput{}, err
+	}
+	if err := t.callbacks.OnTrainEnd(ctx, ev); err != nil {
+		return TrainOutput{}, err
+	}
+	t.log.Info("training done", "steps", t.state.GlobalStep, "train_loss", trainLoss, "runtime_s", runtime,
+		"input_wait_s", loader.Stats().InputWaitSeconds)
+	return TrainOutput{GlobalStep: t.state.GlobalStep, TrainingLoss: trainLoss, Metrics: metrics}, ctx.Err()
+}
+
+// logEntry appends epoch and step as HF's Trainer.log does, records the entry in log_history,
+// and runs the OnLog callbacks.
+func (t *Trainer) logEntry(ctx context.Context, ev *Event, entry LogEntry) error {
+	if t.state.Epoch != nil {
+		entry = entry.With("epoch", JSONFloatValue(*t.state.Epoch))
+	}
+	entry = entry.With("step", JSONIntValue(int64(t.state.GlobalStep)))
+	t.state.LogHistory = append(t.state.LogHistory, entry)
+	attrs := []any{}
+	for _, m := range entry.Members() {
+		if f, ok := m.Value.Float(); ok {
+			attrs = append(attrs, m.Key, f)
+		}
+	}
+	t.log.Info("log", attrs...)
+	ev.Logs = entry
+	defer func() { ev.Logs = LogEntry{} }()
+	return t.callbacks.OnLog(ctx, ev)
+}
+
+// saveCheckpoint writes output_dir/checkpoint-<step>: the model (HF layout), trainer_state.json
+// and training_args.json.
+func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event) error {
+	dir := filepath.Join(t.args.OutputDir, fmt.Sprintf("checkpoint-%d", t.state.GlobalStep))
+	if err := t.SaveModel(dir); err != nil {
+		return err
+	}
+	if err := t.state.Save(filepath.Join(dir, "trainer_state.json")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "training_args.json"), t.args.ToJSON(), 0o644); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	ev.CheckpointDir = dir
+	defer func() { ev.CheckpointDir = "" }()
+	return t.callbacks.OnSave(ctx, ev)
+}
+
+// SaveModel writes the model as an HF model directory (HF's trainer.save_model).
+func (t *Trainer) SaveModel(dir string) error {
+	if err := t.model.Save(dir, models.SaveOptions{}); err != nil {
+		return fmt.Errorf("trainer: saving the model to %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SaveState writes trainer_state.json into output_dir (HF's trainer.save_state).
+func (t *Trainer) SaveState() error {
+	if err := os.MkdirAll(t.args.OutputDir, 0o755); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	return t.state.Save(filepath.Join(t.args.OutputDir, "trainer_state.json"))
+}
