@@ -211,4 +211,3 @@ func writeResults(path string, metrics map[string]float64) error {
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
-
