@@ -1,6 +1,7 @@
 package models
 
 import (
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
@@ -27,6 +28,12 @@ type (
 	KVCache   = core.KVCache
 	CacheDims = core.CacheDims
 )
+
+// SetComputeDType makes the models' graphs built in g compute with dt (bfloat16) while their
+// variables stay float32 master weights: mixed precision. Norms, softmax and losses stay float32.
+func SetComputeDType(c *context.Context, g *graph.Graph, dt dtypes.DType) {
+	c.InAbsPath("/").SetGraphParam(g, core.ComputeDTypeParam, dt)
+}
 
 // DefaultMaxShardSize is save_pretrained's default max_shard_size, 5 GB.
 const DefaultMaxShardSize = core.DefaultMaxShardSize

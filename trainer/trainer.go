@@ -83,7 +83,7 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if err != nil {
 		return nil, err
 	}
-	if t.stepper, err = step.New(opts.Runtime, model, step.Config{Optimizer: opt, NumReplicas: replicas}); err != nil {
+	if t.stepper, err = step.New(opts.Runtime, model, step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16}); err != nil {
 		return nil, err
 	}
 	return t, nil

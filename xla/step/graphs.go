@@ -25,6 +25,7 @@ func (s *Stepper) gradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	nb, hasAcc := batchArity(len(nodes), p)
 	b, _ := splitBatch(nodes[:nb], nb == 4)
 	b.Training = true
+	s.mixedPrecision(c, nodes[0].Graph())
 	loss, _ := s.model.Forward(c, b)
 	g := loss.Graph()
 	terms := s.lossTerms(b.Labels)
@@ -47,10 +48,19 @@ func (s *Stepper) gradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	return out
 }
 
+// mixedPrecision switches the model's graph to bfloat16 compute when configured.
+func (s *Stepper) mixedPrecision(c *mlctx.Context, g *Graph) {
+	if s.cfg.BF16 {
+		models.SetComputeDType(c, g, dtypes.BFloat16)
+	}
+}
+
 // evalGraph: inputs are the batch; outputs the loss sum, the number of loss terms and the logits.
 func (s *Stepper) evalGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	b, _ := splitBatch(nodes, len(nodes) == 4)
+	s.mixedPrecision(c, nodes[0].Graph())
 	loss, logits := s.model.Forward(c, b)
+	logits = ConvertDType(logits, dtypes.Float32)
 	terms := s.lossTerms(b.Labels)
 	return []*Node{Mul(ConvertDType(loss, dtypes.Float32), terms), terms, logits}
 }

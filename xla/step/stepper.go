@@ -20,6 +20,9 @@ import (
 type Config struct {
 	Optimizer   Optimizer
 	NumReplicas int // replicas (devices) per step; each gets its own shard of the global batch
+	// BF16 computes forward and backward in bfloat16 with float32 master weights, optimizer state
+	// and loss (HF's bf16=True).
+	BF16 bool
 }
 
 // Result is what one optimizer step reports.

@@ -14,14 +14,27 @@ import (
 // package: v0.26.0's MultiHeadAttention scales logits by 1/d instead of 1/sqrt(d), and its norms
 // and optimisers default to epsilons HF does not use. Every epsilon comes from config.json.
 
-// Weight returns the graph value of table parameter name, found in c at Param.Scope()/Param.Var().
+// ComputeDTypeParam is the graph parameter (mlctx.Context.SetGraphParam, root scope) that makes
+// Weight cast float32 master weights to a half-precision compute dtype: bf16 mixed precision.
+// Norms, softmax and the loss still run in float32 (toF32), as torch autocast does; gradients
+// flow back through the cast into the float32 weights.
+const ComputeDTypeParam = "gotpu_compute_dtype"
+
+// Weight returns the graph value of table parameter name, found in c at Param.Scope()/Param.Var(),
+// cast to the graph's compute dtype if one is set.
 func Weight(c *mlctx.Context, g *Graph, name string) *Node {
 	p := Param{Name: name}
 	v := c.GetVariableByScopeAndName(p.Scope(), p.Var())
 	if v == nil {
 		panic(fmt.Errorf("model parameter %q is not in the context (scope %q, variable %q)", name, p.Scope(), p.Var()))
 	}
-	return v.ValueGraph(g)
+	w := v.ValueGraph(g)
+	if dt, ok := c.GetGraphParam(g, ComputeDTypeParam); ok {
+		if d, ok := dt.(dtypes.DType); ok && w.DType() == dtypes.Float32 {
+			w = ConvertDType(w, d)
+		}
+	}
+	return w
 }
 
 // Embed looks rows of table [V, E] up for integer ids [B, T]: [B, T, E].
