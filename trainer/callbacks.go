@@ -301,6 +301,7 @@ type ProgressCallback struct {
 // NewProgressCallback returns a ProgressCallback on stderr and stdout.
 func NewProgressCallback() *ProgressCallback { return &ProgressCallback{MaxStrLen: 100} }
 
+// OnTrainBegin starts the bar at the current global step (a resumed run starts part-way).
 func (c *ProgressCallback) OnTrainBegin(_ context.Context, e *Event) error {
 	if !e.State.IsLocalProcessZero || disableTqdm(e.Args) {
 		return nil
@@ -317,6 +318,7 @@ func (c *ProgressCallback) OnTrainBegin(_ context.Context, e *Event) error {
 	return nil
 }
 
+// OnStepEnd moves the bar to the global step.
 func (c *ProgressCallback) OnStepEnd(_ context.Context, e *Event) error {
 	if c.bar != nil {
 		c.bar.Update(int64(e.State.GlobalStep))
@@ -324,6 +326,7 @@ func (c *ProgressCallback) OnStepEnd(_ context.Context, e *Event) error {
 	return nil
 }
 
+// OnLog prints the entry above the bar and shows its loss in the bar.
 func (c *ProgressCallback) OnLog(_ context.Context, e *Event) error {
 	if !e.State.IsLocalProcessZero {
 		return nil
@@ -343,7 +346,12 @@ func (c *ProgressCallback) OnLog(_ context.Context, e *Event) error {
 	return c.bar.PrintAbove(out, line)
 }
 
-func (c *ProgressCallback) OnTrainEnd(context.Context, *Event) error {
+// OnTrainEnd erases the bar.
+func (c *ProgressCallback) OnTrainEnd(context.Context, *Event) error { return c.Close() }
+
+// Close erases the bar if one is drawn; the loop defers it so a failed run does not leave a
+// half-drawn line on the terminal.
+func (c *ProgressCallback) Close() error {
 	if c.bar == nil {
 		return nil
 	}

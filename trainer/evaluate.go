@@ -63,6 +63,13 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event) (map[string]float64, 
 	if err := t.callbacks.OnEvaluate(ctx, ev); err != nil {
 		return nil, err
 	}
+	// HF's _determine_best_metric runs after on_evaluate (so EarlyStopping compares with the best
+	// of the previous evaluations).
+	isBest, err := DetermineBestMetric(&t.args, &t.state, metrics)
+	if err != nil {
+		return nil, err
+	}
+	t.newBest = t.newBest || isBest
 	return metrics, nil
 }
 

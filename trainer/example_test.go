@@ -47,6 +47,8 @@ func Example() {
 	args.LearningRate = 3e-3
 	args.MaxSteps = 20
 	args.LoggingSteps = 5
+	noBar := true
+	args.DisableTqdm = &noBar // no progress bar or console log lines
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tr, err := trainer.New(args, model, train, nil, trainer.Options{Runtime: rt, Logger: quiet})
 	if err != nil {

@@ -89,7 +89,10 @@ func LookupPeakFLOPS(name string) (float64, bool) {
 func normalizeChipName(s string) string {
 	s = strings.ToLower(strings.NewReplacer("-", " ", "_", " ").Replace(s))
 	s = strings.Join(strings.Fields(s), " ")
-	return strings.TrimPrefix(s, "nvidia ")
+	for strings.HasPrefix(s, "nvidia ") { // a loop keeps the normalization idempotent
+		s = s[len("nvidia "):]
+	}
+	return s
 }
 
 // ResolvePeakFLOPS returns the per-device peak FLOP/s for MFU: the peak_flops argument when

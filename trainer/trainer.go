@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gotpu/gotpu/data"
@@ -45,6 +46,12 @@ type Trainer struct {
 	replicas int
 	stepper  *step.Stepper
 	state    TrainerState
+	meter    *Meter
+	// newBest is set by an evaluation that produced a new best metric, so that the next
+	// checkpoint becomes best_model_checkpoint (HF's _save_checkpoint).
+	newBest bool
+	// closers are the built-in callbacks to close when a run ends.
+	closers []interface{ Close() error }
 }
 
 // New validates the arguments and prepares a Trainer. train and eval may be nil when unused.
@@ -73,6 +80,22 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if t.log == nil {
 		t.log = slog.Default()
 	}
+	// Built-in callbacks first, as HF's default callbacks run before user ones.
+	var builtin Callbacks
+	if t.args.DisableTqdm == nil || !*t.args.DisableTqdm {
+		pc := NewProgressCallback()
+		builtin = append(builtin, pc)
+		t.closers = append(t.closers, pc)
+	}
+	for _, r := range t.args.ReportTo {
+		if r == "tensorboard" || r == "all" {
+			tb := NewTensorBoardCallback()
+			builtin = append(builtin, tb)
+			t.closers = append(t.closers, tb)
+			break
+		}
+	}
+	t.callbacks = append(builtin, t.callbacks...)
 	if t.collator == nil {
 		var err error
 		if t.collator, err = defaultCollator(model, train, eval); err != nil {
@@ -177,9 +200,48 @@ func (t *Trainer) length() (runLength, error) {
 	return l, nil
 }
 
+// Close releases the trainer's built-in callbacks (TensorBoard event file, progress bar). Train
+// calls it when it ends; calling it again is harmless.
+func (t *Trainer) Close() error {
+	var errs []error
+	for _, c := range t.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// flopsPerToken estimates training FLOPs per token as 6 × parameters (the attention term needs
+// the architecture's dimensions; MFU is then a slight underestimate).
+func (t *Trainer) flopsPerToken() float64 {
+	n := 0
+	for _, p := range t.model.Params() {
+		n += p.NumElements()
+	}
+	return TrainingFLOPsPerToken(n, 0, 0, 0)
+}
+
+// nonEmbeddingParams counts parameters outside embedding tables, as HF's
+// num_parameters(exclude_embeddings=True) does for total_flos.
+func (t *Trainer) nonEmbeddingParams() int64 {
+	var n int64
+	for _, p := range t.model.Params() {
+		if strings.Contains(p.Name, "embed") || strings.Contains(p.Name, ".wte.") || strings.Contains(p.Name, ".wpe.") ||
+			strings.HasPrefix(p.Name, "wte.") || strings.HasPrefix(p.Name, "wpe.") {
+			continue
+		}
+		n += int64(p.NumElements())
+	}
+	return n
+}
+
 // Train runs the training loop. Cancelling ctx stops it after the current step.
 func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	defer xla.Recover(&err, "trainer.Train")
+	defer func() {
+		if cerr := t.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	l, err := t.length()
 	if err != nil {
 		return TrainOutput{}, err
@@ -220,6 +282,8 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	}
 
 	start := time.Now()
+	t.meter = NewMeter(MeterConfig{FLOPsPerToken: t.flopsPerToken(), PeakFLOPS: ResolvePeakFLOPS(&t.args, t.rt.Kind()),
+		NumDevices: t.replicas, IncludeTokensPerSecond: true}, start)
 	var (
 		totalLoss       float64 // sum of step losses (HF's tr_loss over the run)
 		intervalLoss    float64
@@ -227,6 +291,8 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		lastGradNorm    float64
 		nonfinite       int
 		samples, tokens int
+		stepSamples     int
+		waitSeen        float64
 	)
 	ga := max(t.args.GradientAccumulationSteps, 1)
 	for t.state.GlobalStep < l.maxSteps && !control.ShouldTrainingStop {
@@ -249,6 +315,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 			micro = append(micro, s.Shards)
 			for _, b := range s.Shards {
 				samples += b.Size
+				stepSamples += b.Size
 				tokens += b.Tokens()
 			}
 			if loader.State().Batch == 0 {
@@ -260,10 +327,25 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 			break
 		}
 		lr := sched.LR(t.state.GlobalStep)
+		compiles, compileSecs := t.stepper.Compilations()
+		stepStart := time.Now()
 		res, err := t.stepper.Step(ctx, micro, lr)
 		if err != nil {
 			return TrainOutput{}, err
 		}
+		stepTime := time.Since(stepStart)
+		if n, secs := t.stepper.Compilations(); n > compiles {
+			d := time.Duration((secs - compileSecs) * float64(time.Second))
+			for range n - compiles {
+				t.meter.AddCompile(d / time.Duration(n-compiles))
+			}
+			stepTime -= d
+		}
+		stats := loader.Stats()
+		t.meter.AddInputWait(time.Duration((stats.InputWaitSeconds - waitSeen) * float64(time.Second)))
+		waitSeen = stats.InputWaitSeconds
+		t.meter.AddStep(int64(stepSamples), int64(tokens), stepTime)
+		stepSamples = 0
 		if res.Skipped {
 			nonfinite++
 			t.log.Warn("non-finite gradients: update skipped", "step", t.state.GlobalStep+1, "consecutive", nonfinite)
@@ -311,6 +393,10 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 				entry = entry.With("grad_norm", JSONFloatValue(lastGradNorm))
 			}
 			entry = entry.With("learning_rate", JSONFloatValue(sched.LoggedLR(t.state.GlobalStep)))
+			// gotpu's throughput metrics follow HF's keys (tokens/s, step time, input wait, compiles, MFU).
+			for _, m := range t.meter.Interval(time.Now()).Members() {
+				entry = entry.With(m.Key, m.Value)
+			}
 			if err := t.logEntry(ctx, ev, entry); err != nil {
 				return TrainOutput{}, err
 			}
@@ -332,25 +418,30 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	if t.state.GlobalStep > 0 {
 		trainLoss = totalLoss / float64(t.state.GlobalStep)
 	}
-	metrics := map[string]float64{
-		"train_runtime":            PyRound(runtime, 4),
-		"train_samples_per_second": PyRound(float64(samples)/runtime, 3),
-		"train_steps_per_second":   PyRound(float64(t.state.GlobalStep)/runtime, 3),
-		"total_flos":               t.state.TotalFlos,
-		"train_loss":               trainLoss,
+	t.state.TotalFlos += EstimatedTotalFLOS(t.state.NumInputTokensSeen, t.nonEmbeddingParams())
+	// HF's summary: speed_metrics("train", ...), then total_flos and train_loss.
+	summary := t.meter.Summary(time.Now()).
+		With("total_flos", JSONFloatValue(t.state.TotalFlos)).
+		With("train_loss", JSONFloatValue(trainLoss))
+	metrics := map[string]float64{}
+	for _, m := range summary.Members() {
+		if f, ok := m.Value.Float(); ok {
+			metrics[m.Key] = f
+		}
 	}
-	summary := NewLogEntry(
-		JSONMember{"train_runtime", JSONFloatValue(metrics["train_runtime"])},
-		JSONMember{"train_samples_per_second", JSONFloatValue(metrics["train_samples_per_second"])},
-		JSONMember{"train_steps_per_second", JSONFloatValue(metrics["train_steps_per_second"])},
-		JSONMember{"total_flos", JSONFloatValue(metrics["total_flos"])},
-		JSONMember{"train_loss", JSONFloatValue(trainLoss)},
-	)
 	if err := t.logEntry(ctx, ev, summary); err != nil {
 		return TrainOutput{}, err
 	}
 	if err := t.callbacks.OnTrainEnd(ctx, ev); err != nil {
 		return TrainOutput{}, err
+	}
+	if t.args.LoadBestModelAtEnd && t.state.BestModelCheckpoint != nil {
+		best, err := models.Load(ctx, t.rt, *t.state.BestModelCheckpoint, models.LoadOptions{})
+		if err != nil {
+			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)
+		}
+		t.log.Info("loaded the best model", "checkpoint", *t.state.BestModelCheckpoint, "metric", t.args.MetricForBestModel)
+		t.model = best
 	}
 	t.log.Info("training done", "steps", t.state.GlobalStep, "train_loss", trainLoss, "runtime_s", runtime,
 		"input_wait_s", loader.Stats().InputWaitSeconds)
@@ -384,6 +475,11 @@ func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event) error {
 	if err := t.SaveModel(dir); err != nil {
 		return err
 	}
+	if t.newBest {
+		t.state.BestModelCheckpoint = &dir
+		t.newBest = false
+	}
+	t.callbacks.SaveStates(&t.state)
 	if err := t.state.Save(filepath.Join(dir, "trainer_state.json")); err != nil {
 		return err
 	}
@@ -394,6 +490,9 @@ func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event) error {
 	defer func() { ev.CheckpointDir = "" }()
 	return t.callbacks.OnSave(ctx, ev)
 }
+
+// Model returns the trained model (the best one after load_best_model_at_end).
+func (t *Trainer) Model() models.Model { return t.model }
 
 // SaveModel writes the model as an HF model directory (HF's trainer.save_model).
 func (t *Trainer) SaveModel(dir string) error {

@@ -41,7 +41,7 @@ func (s *Stepper) Evaluate(ctx context.Context, b *data.Batch) (lossSum, terms f
 	if err := ctx.Err(); err != nil {
 		return 0, 0, nil, err
 	}
-	outs, err := s.eval.Exec(tensorArgs(s.batchInputs(b))...)
+	outs, err := s.run(s.eval, s.batchInputs(b))
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("evaluation: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -49,6 +50,10 @@ type Stepper struct {
 	grad, apply, eval *mlctx.Exec
 	// t is the optimizer's step count (torch's state["step"]), advanced only by applied updates.
 	t int
+
+	// compiled records each traced graph; compileSeconds the time of their first runs.
+	compiled       map[graph.GraphId]bool
+	compileSeconds float64
 }
 
 // New prepares the programs (they are traced on first use) and creates the optimizer state.
@@ -61,7 +66,7 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 		return nil, fmt.Errorf("step.Config.NumReplicas: %d is not positive", cfg.NumReplicas)
 	}
 	_, causal := m.(models.CausalLM)
-	s = &Stepper{rt: rt, model: m, cfg: cfg, params: m.Params(), causal: causal}
+	s = &Stepper{rt: rt, model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{}}
 	for _, p := range s.params {
 		if s.variable(m.Context(), p) == nil {
 			return nil, fmt.Errorf("step.New: parameter %s has no variable in the model's context", p.Name)
@@ -80,6 +85,24 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Compilations returns how many distinct programs (graph × input shapes) were traced and compiled
+// so far, and the seconds their first runs took (tracing and compiling included).
+func (s *Stepper) Compilations() (int, float64) { return len(s.compiled), s.compileSeconds }
+
+// run executes a program, recording a compilation the first time a graph runs.
+func (s *Stepper) run(e *mlctx.Exec, args []*tensors.Tensor) ([]*tensors.Tensor, error) {
+	start := time.Now()
+	outs, g, err := e.ExecWithGraph(tensorArgs(args)...)
+	if err != nil {
+		return nil, err
+	}
+	if !s.compiled[g.GraphId()] {
+		s.compiled[g.GraphId()] = true
+		s.compileSeconds += time.Since(start).Seconds()
+	}
+	return outs, nil
 }
 
 // OptimizerStep is the number of updates applied so far.
@@ -194,7 +217,7 @@ func (s *Stepper) Step(ctx context.Context, micro [][]*data.Batch, lr float64) (
 			}
 			args := s.batchInputs(b)
 			args = append(args, acc[r]...)
-			outs, err := s.grad.Exec(tensorArgs(args)...)
+			outs, err := s.run(s.grad, args)
 			if err != nil {
 				return Result{}, fmt.Errorf("gradients of micro-batch %d, replica %d: %w", a, r, err)
 			}
@@ -214,7 +237,7 @@ func (s *Stepper) Step(ctx context.Context, micro [][]*data.Batch, lr float64) (
 	for r := range n {
 		args = append(args, acc[r]...)
 	}
-	outs, err := s.apply.Exec(tensorArgs(args)...)
+	outs, err := s.run(s.apply, args)
 	for _, ts := range acc {
 		for _, t := range ts {
 			t.FinalizeAll()
