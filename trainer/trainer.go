@@ -81,7 +81,9 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 		t.log = slog.Default()
 	}
 	// Built-in callbacks first, as HF's default callbacks run before user ones.
-	var builtin Callbacks
+	lh := &logHistoryCallback{}
+	builtin := Callbacks{lh}
+	t.closers = append(t.closers, lh)
 	if t.args.DisableTqdm == nil || !*t.args.DisableTqdm {
 		pc := NewProgressCallback()
 		builtin = append(builtin, pc)

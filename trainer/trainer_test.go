@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gotpu/gotpu/data"
@@ -178,6 +179,14 @@ func TestTensorBoardReport(t *testing.T) {
 	}
 	if _, err := tr.Train(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	// The JSON-lines log has the same entries as trainer_state's log_history (2 logs + summary).
+	raw, err := os.ReadFile(filepath.Join(a.OutputDir, "log_history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(raw), "\n"); lines != len(tr.State().LogHistory) || lines != 3 {
+		t.Errorf("log_history.jsonl has %d lines, log_history %d entries:\n%s", lines, len(tr.State().LogHistory), raw)
 	}
 	files, _ := filepath.Glob(filepath.Join(a.LoggingDir, "events.out.tfevents.*"))
 	if len(files) != 1 {
