@@ -133,6 +133,10 @@ func (t *Trainer) optimizer() (step.Optimizer, error) {
 // compiled shape); a classifier pads to power-of-two buckets up to its longest example.
 func defaultCollator(m models.Model, datasets ...data.Dataset) (data.Collator, error) {
 	longest := 0
+	vocab := 0
+	if lm, ok := m.(models.CausalLM); ok {
+		vocab = lm.VocabSize()
+	}
 	for _, ds := range datasets {
 		if ds == nil {
 			continue
@@ -143,6 +147,13 @@ func defaultCollator(m models.Model, datasets ...data.Dataset) (data.Collator, e
 				return nil, err
 			}
 			longest = max(longest, len(ex.InputIDs))
+			for _, id := range ex.InputIDs {
+				// An id outside the embedding table would be read as garbage (or clamped) by the
+				// device: refuse the data instead.
+				if id < 0 || (vocab > 0 && int(id) >= vocab) {
+					return nil, fmt.Errorf("trainer: example %d: token id %d is outside the model's vocabulary of %d (wrong tokenizer?)", i, id, vocab)
+				}
+			}
 		}
 	}
 	if longest == 0 {

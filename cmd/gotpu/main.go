@@ -28,6 +28,7 @@ func commands() []command {
 		{"generate", "generate tokens from a causal LM (greedy or sampled, KV cache)", runGenerate},
 		{"train", "train a Hugging Face model with HF TrainingArguments (flags or --args FILE.json)", runTrain},
 		{"eval", "evaluate a Hugging Face model on a validation file", runEval},
+		{"tokenize", "encode or decode JSON lines with a Hugging Face tokenizer.json", runTokenize},
 	}
 }
 

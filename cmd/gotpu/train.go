@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/trainer"
@@ -72,30 +73,131 @@ func (r *runArgs) loadModel(ctx context.Context, rt *xla.Runtime) (models.Model,
 	return models.Load(ctx, rt, *r.md.ModelNameOrPath, opts)
 }
 
-// openDataset opens a data file. Pre-tokenized JSON lines (input_ids, attention_mask,
-// token_type_ids, labels: what HF datasets store after tokenization) are read as they are.
-func openDataset(flagName string, path *string, maxSamples *int) (data.Dataset, func(), error) {
+// openDataset opens a data file the way HF's run_clm.py / run_glue.py would prepare it:
+//   - pre-tokenized JSON lines ({"input_ids": [...], ...}: what HF datasets store after
+//     tokenization) are used as they are;
+//   - for a causal LM, text (a .txt file, one document per line, or JSON lines with
+//     --text_column_name, default "text") is tokenized and grouped into --block_size blocks;
+//   - for a classifier, JSON lines with --text_column_name (default "sentence"), an optional
+//     second text column (--text_column_names "a,b") and --label_column_name (default "label")
+//     are tokenized with truncation to --max_seq_length (default 128).
+//
+// labels maps classification labels to ids; the training file defines it (nil) and the
+// validation file reuses it.
+func (r *runArgs) openDataset(ctx context.Context, flagName string, path *string, maxSamples *int, model models.Model,
+	labels map[string]int32) (data.Dataset, map[string]int32, func(), error) {
 	if path == nil || *path == "" {
-		return nil, func() {}, nil
+		return nil, labels, func() {}, nil
 	}
-	ext := strings.ToLower(filepath.Ext(*path))
-	if ext != ".jsonl" && ext != ".json" {
-		return nil, nil, fmt.Errorf("--%s %s: gotpu train reads pre-tokenized JSON lines ({\"input_ids\": [...], ...} per line); "+
-			"text files need a tokenizer (--tokenizer_name), which this command does not take yet", flagName, *path)
-	}
-	ds, err := data.OpenJSONL(*path)
+	var out data.Dataset
+	closeFn := func() {}
+	pretokenized, err := isPretokenized(*path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+		return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
 	}
-	if err := ds.Validate(); err != nil {
-		ds.Close()
-		return nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+	if pretokenized {
+		ds, err := data.OpenJSONL(*path)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+		}
+		if err := ds.Validate(); err != nil {
+			ds.Close()
+			return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+		}
+		out, closeFn = ds, func() { ds.Close() }
+	} else {
+		tok, err := r.tokenizer()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--%s %s is text: %w", flagName, *path, err)
+		}
+		if lm, ok := model.(models.CausalLM); ok {
+			block := min(1024, lm.MaxPositions())
+			if r.md.BlockSize != nil && *r.md.BlockSize > 0 {
+				block = min(*r.md.BlockSize, lm.MaxPositions())
+			}
+			docs := data.TextLines(*path)
+			if ext := strings.ToLower(filepath.Ext(*path)); ext == ".jsonl" || ext == ".json" {
+				docs = data.JSONLTextField(*path, stringOr(r.md.TextColumnName, "text"))
+			}
+			blocks, err := data.GroupTexts(ctx, tok, docs, block, true)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+			}
+			out = blocks
+		} else {
+			textCol, pairCol := stringOr(r.md.TextColumnName, "sentence"), ""
+			if r.md.TextColumnNames != nil && *r.md.TextColumnNames != "" {
+				cols := strings.Split(*r.md.TextColumnNames, ",")
+				textCol = cols[0]
+				if len(cols) > 1 {
+					pairCol = cols[1]
+				}
+			}
+			recs, err := data.ReadLabeledJSONL(*path, textCol, pairCol, stringOr(r.md.LabelColumnName, "label"))
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+			}
+			if labels == nil {
+				labels, _ = data.Labels(recs)
+			}
+			maxLen := 128
+			if r.md.MaxSeqLength != nil && *r.md.MaxSeqLength > 0 {
+				maxLen = *r.md.MaxSeqLength
+			}
+			ttok, err := tok.WithTruncation(&tokenizer.Truncation{MaxLength: maxLen})
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			ds, err := data.TokenizeLabeled(ctx, ttok, recs, labels, maxLen)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+			}
+			out = ds
+		}
 	}
-	var out data.Dataset = ds
-	if maxSamples != nil && *maxSamples > 0 && *maxSamples < ds.Len() {
-		out = firstN{ds, *maxSamples}
+	if maxSamples != nil && *maxSamples > 0 && *maxSamples < out.Len() {
+		out = firstN{out, *maxSamples}
 	}
-	return out, func() { ds.Close() }, nil
+	return out, labels, closeFn, nil
+}
+
+// isPretokenized tells whether path is JSON lines whose first record has input_ids.
+func isPretokenized(path string) (bool, error) {
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".jsonl" && ext != ".json" {
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	var first map[string]json.RawMessage
+	if err := dec.Decode(&first); err != nil {
+		return false, fmt.Errorf("%s: first line: %w", path, err)
+	}
+	_, ok := first["input_ids"]
+	return ok, nil
+}
+
+// tokenizer loads --tokenizer_name, or the tokenizer.json of --model_name_or_path.
+func (r *runArgs) tokenizer() (*tokenizer.Pipeline, error) {
+	path := stringOr(r.md.TokenizerName, "")
+	if path == "" {
+		path = stringOr(r.md.ModelNameOrPath, "")
+	}
+	tok, err := tokenizer.FromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("a tokenizer is needed (--tokenizer_name, or tokenizer.json in the model directory): %w", err)
+	}
+	return tok, nil
+}
+
+func stringOr(p *string, def string) string {
+	if p == nil || *p == "" {
+		return def
+	}
+	return *p
 }
 
 // firstN is the first n examples of a dataset (HF's max_train_samples / max_eval_samples).
@@ -113,23 +215,13 @@ func (f firstN) Len() int { return f.n }
 // trainer.save_model() and trainer.save_state() do, writes the final model (config.json,
 // model.safetensors) and trainer_state.json to --output_dir, plus train_results.json.
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	r, err := parseRunArgs("train", args, stderr, "--model_name_or_path DIR --train_file FILE.jsonl --output_dir DIR [HF TrainingArguments flags] [--args FILE.json]")
+	r, err := parseRunArgs("train", args, stderr, "--model_name_or_path DIR --train_file FILE --output_dir DIR [HF TrainingArguments flags] [--args FILE.json]")
 	if err != nil {
 		return err
 	}
 	if r.md.TrainFile == nil || *r.md.TrainFile == "" {
 		return cli.UsageError("--train_file: required")
 	}
-	train, closeTrain, err := openDataset("train_file", r.md.TrainFile, r.md.MaxTrainSamples)
-	if err != nil {
-		return err
-	}
-	defer closeTrain()
-	eval, closeEval, err := openDataset("validation_file", r.md.ValidationFile, r.md.MaxEvalSamples)
-	if err != nil {
-		return err
-	}
-	defer closeEval()
 	rt, err := r.openRuntime(ctx)
 	if err != nil {
 		return err
@@ -139,6 +231,16 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	train, labels, closeTrain, err := r.openDataset(ctx, "train_file", r.md.TrainFile, r.md.MaxTrainSamples, model, nil)
+	if err != nil {
+		return err
+	}
+	defer closeTrain()
+	eval, _, closeEval, err := r.openDataset(ctx, "validation_file", r.md.ValidationFile, r.md.MaxEvalSamples, model, labels)
+	if err != nil {
+		return err
+	}
+	defer closeEval()
 	tr, err := trainer.New(r.train, model, train, eval, trainer.Options{Runtime: rt})
 	if err != nil {
 		return err
@@ -172,11 +274,6 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if r.md.ValidationFile == nil || *r.md.ValidationFile == "" {
 		return cli.UsageError("--validation_file: required")
 	}
-	eval, closeEval, err := openDataset("validation_file", r.md.ValidationFile, r.md.MaxEvalSamples)
-	if err != nil {
-		return err
-	}
-	defer closeEval()
 	rt, err := r.openRuntime(ctx)
 	if err != nil {
 		return err
@@ -186,6 +283,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	eval, _, closeEval, err := r.openDataset(ctx, "validation_file", r.md.ValidationFile, r.md.MaxEvalSamples, model, nil)
+	if err != nil {
+		return err
+	}
+	defer closeEval()
 	tr, err := trainer.New(r.train, model, nil, eval, trainer.Options{Runtime: rt})
 	if err != nil {
 		return err

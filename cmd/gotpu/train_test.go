@@ -195,3 +195,42 @@ func zeroGradientElements(name string, n int) int {
 	}
 	return 0
 }
+
+// TestTrainOnText: `gotpu train` on a plain text file tokenizes it with the model directory's
+// tokenizer.json and groups it into --block_size blocks (run_clm), then trains and saves.
+func TestTrainOnText(t *testing.T) {
+	dir := t.TempDir()
+	modelDir := filepath.Join(dir, "model")
+	makeTinyGPT2Dir(t, modelDir)
+	var sb strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&sb, "func f%d(x int) int { return x * %d }\n", i, i)
+	}
+	corpus := filepath.Join(dir, "corpus.txt")
+	if err := os.WriteFile(corpus, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, errOut, code := runGotpu(t, nil, "train", "--model_name_or_path", modelDir, "--train_file", corpus,
+		"--block_size", "32", "--per_device_train_batch_size", "4", "--max_steps", "6", "--logging_steps", "3",
+		"--learning_rate", "3e-3", "--save_strategy", "no", "--device", "go", "--num_devices", "2", "--output_dir", out)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	if !strings.Contains(stdout, "trained 6 steps") {
+		t.Errorf("stdout: %s", stdout)
+	}
+	st, err := trainer.LoadTrainerState(filepath.Join(out, "trainer_state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	for _, e := range st.LogHistory {
+		if l, ok := e.Loss(); ok {
+			losses = append(losses, l)
+		}
+	}
+	if len(losses) != 2 || !(losses[1] < losses[0]) {
+		t.Errorf("losses %v: want two logged, decreasing", losses)
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+
+	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/internal/cli"
+)
+
+// runTokenize implements `gotpu tokenize`: JSON lines in on stdin, JSON lines out on stdout.
+//
+// Encoding reads `{"text": ..., "text_pair"?: ...}` and writes `{"ids": [...], "tokens": [...],
+// "offsets": [[start, end], ...]}` (offsets in Unicode code points of the input, as Hugging
+// Face's tokenizers report them). With --decode it reads `{"ids": [...]}` and writes
+// `{"text": ...}`. Errors name the input line.
+func runTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("tokenize")
+	path := fs.String("tokenizer", "", "tokenizer.json file, or a directory holding one (a Hugging Face model directory)")
+	special := fs.Bool("add_special_tokens", false, "add the post-processor's special tokens ([CLS] ... [SEP], <s>, ...)")
+	pair := fs.Bool("pair", false, `encode "text" with "text_pair" as a pair`)
+	decode := fs.Bool("decode", false, `decode {"ids": [...]} lines to {"text": ...}`)
+	skip := fs.Bool("skip_special_tokens", false, "with --decode: drop special tokens")
+	if err := parse(fs, args, stderr, "--tokenizer FILE_OR_DIR [--add_special_tokens] [--pair] [--decode] < in.jsonl > out.jsonl"); err != nil {
+		return err
+	}
+	if *path == "" {
+		return cli.UsageError("--tokenizer: required")
+	}
+	if fs.NArg() > 0 {
+		return cli.UsageError("unexpected arguments %q", fs.Args())
+	}
+	tok, err := tokenizer.FromFile(*path)
+	if err != nil {
+		return err
+	}
+	defer tok.Close()
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	out := bufio.NewWriterSize(stdout, 1<<20)
+	opts := tokenizer.JSONLinesOptions{AddSpecialTokens: *special, Pair: *pair, SkipSpecialTokens: *skip}
+	if *decode {
+		err = tokenizer.DecodeJSONLines(ctx, tok, in, out, opts)
+	} else {
+		err = tokenizer.EncodeJSONLines(ctx, tok, in, out, opts)
+	}
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}

@@ -1,0 +1,321 @@
+package data
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/gotpu/gotpu/data/tokenizer"
+)
+
+// Documents reads a text source as documents, streaming (never the whole file at once unless
+// WholeFile). Sources: plain text files, one document per line (HF's "text" dataset; empty lines
+// are documents too, as HF keeps them) or per file; JSON lines with a text field.
+type Documents iter.Seq2[string, error]
+
+// TextLines yields each line of path (without the newline; HF's text loader with
+// keep_linebreaks=False).
+func TextLines(path string) Documents {
+	return func(yield func(string, error) bool) {
+		f, err := os.Open(path)
+		if err != nil {
+			yield("", fmt.Errorf("data: %w", err))
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), maxLine)
+		for sc.Scan() {
+			if !yield(sc.Text(), nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield("", fmt.Errorf("data: %s: %w", path, err))
+		}
+	}
+}
+
+// TextFiles yields each file whole, in the given order.
+func TextFiles(paths []string) Documents {
+	return func(yield func(string, error) bool) {
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				yield("", fmt.Errorf("data: %w", err))
+				return
+			}
+			if !yield(string(b), nil) {
+				return
+			}
+		}
+	}
+}
+
+// JSONLTextField yields field of each line of a JSON-lines file; errors name the file, line and
+// field.
+func JSONLTextField(path, field string) Documents {
+	return func(yield func(string, error) bool) {
+		err := forEachJSONLine(path, func(lineNo int, obj map[string]json.RawMessage) error {
+			raw, ok := obj[field]
+			if !ok {
+				return fmt.Errorf("data: %s:%d: no field %q", path, lineNo, field)
+			}
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return fmt.Errorf("data: %s:%d: field %q: %w", path, lineNo, field, err)
+			}
+			if !yield(s, nil) {
+				return errStop
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			yield("", err)
+		}
+	}
+}
+
+var errStop = errors.New("stop")
+
+func forEachJSONLine(path string, fn func(lineNo int, obj map[string]json.RawMessage) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	for lineNo := 1; ; lineNo++ {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 && len(trimSpace(line)) > 0 {
+			var obj map[string]json.RawMessage
+			if jerr := json.Unmarshal(line, &obj); jerr != nil {
+				return fmt.Errorf("data: %s:%d: %w", path, lineNo, jerr)
+			}
+			if ferr := fn(lineNo, obj); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("data: %s:%d: %w", path, lineNo, err)
+		}
+	}
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// TokenBlocks is a causal-LM dataset of fixed-length token blocks (HF run_clm's group_texts
+// output), held as one flat array.
+type TokenBlocks struct {
+	BlockSize int
+	tokens    []int32
+}
+
+// Len implements Dataset.
+func (b *TokenBlocks) Len() int { return len(b.tokens) / b.BlockSize }
+
+// Get implements Dataset: block i as input_ids (labels are the input ids).
+func (b *TokenBlocks) Get(i int) (Example, error) {
+	if i < 0 || i >= b.Len() {
+		return Example{}, fmt.Errorf("data: block %d out of range [0,%d)", i, b.Len())
+	}
+	return Example{InputIDs: b.tokens[i*b.BlockSize : (i+1)*b.BlockSize : (i+1)*b.BlockSize]}, nil
+}
+
+// Tokens is the number of tokens in all blocks.
+func (b *TokenBlocks) Tokens() int { return len(b.tokens) }
+
+// groupTextsBatch is the number of documents HF's run_clm groups at a time (datasets.map's
+// default batch_size 1000): the remainder shorter than a block is dropped per group, as HF does.
+const groupTextsBatch = 1000
+
+// GroupTexts tokenizes documents (with the tokenizer's special tokens when addSpecialTokens, HF's
+// default) and concatenates and splits them into blocks of blockSize tokens, exactly as HF
+// run_clm.py's tokenize_function + group_texts do: per group of 1000 documents, the concatenated
+// tokens are cut to a multiple of blockSize and split. Documents are encoded on all cores.
+func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool) (*TokenBlocks, error) {
+	if blockSize <= 0 {
+		return nil, fmt.Errorf("data: block_size %d is not positive", blockSize)
+	}
+	out := &TokenBlocks{BlockSize: blockSize}
+	batch := make([]tokenizer.Input, 0, groupTextsBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		encs, err := tok.EncodeBatch(ctx, batch, addSpecialTokens)
+		if err != nil {
+			return fmt.Errorf("data: tokenizing: %w", err)
+		}
+		var concat []int32
+		for _, e := range encs {
+			for _, id := range e.IDs {
+				concat = append(concat, int32(id))
+			}
+		}
+		out.tokens = append(out.tokens, concat[:len(concat)/blockSize*blockSize]...)
+		batch = batch[:0]
+		return nil
+	}
+	for doc, err := range docs {
+		if err != nil {
+			return nil, err
+		}
+		batch = append(batch, tokenizer.Single(doc))
+		if len(batch) == groupTextsBatch {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	if out.Len() == 0 {
+		return nil, fmt.Errorf("data: the texts hold fewer than block_size = %d tokens per group of %d documents", blockSize, groupTextsBatch)
+	}
+	return out, nil
+}
+
+// LabeledText is one classification record.
+type LabeledText struct {
+	Text  string
+	Pair  *string
+	Label string // as written in the file; mapped to an id by Labels
+}
+
+// ReadLabeledJSONL reads records with a text column, an optional second text column and a label
+// column (HF run_glue's sentence1/sentence2/label).
+func ReadLabeledJSONL(path, textField, pairField, labelField string) ([]LabeledText, error) {
+	var recs []LabeledText
+	err := forEachJSONLine(path, func(lineNo int, obj map[string]json.RawMessage) error {
+		var r LabeledText
+		if err := jsonString(obj, textField, &r.Text); err != nil {
+			return fmt.Errorf("data: %s:%d: %w", path, lineNo, err)
+		}
+		if pairField != "" {
+			var p string
+			if err := jsonString(obj, pairField, &p); err != nil {
+				return fmt.Errorf("data: %s:%d: %w", path, lineNo, err)
+			}
+			r.Pair = &p
+		}
+		raw, ok := obj[labelField]
+		if !ok {
+			return fmt.Errorf("data: %s:%d: no field %q", path, lineNo, labelField)
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			r.Label = s
+		} else {
+			var n json.Number
+			if err := json.Unmarshal(raw, &n); err != nil {
+				return fmt.Errorf("data: %s:%d: field %q: want a string or a number", path, lineNo, labelField)
+			}
+			r.Label = n.String()
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("data: %s: no records", path)
+	}
+	return recs, nil
+}
+
+func jsonString(obj map[string]json.RawMessage, field string, dst *string) error {
+	raw, ok := obj[field]
+	if !ok {
+		return fmt.Errorf("no field %q", field)
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("field %q: %w", field, err)
+	}
+	return nil
+}
+
+// Labels maps label strings to ids as HF run_glue does for string labels: the sorted unique
+// values of the training set, numbered from 0. Integer labels map to themselves.
+func Labels(recs []LabeledText) (map[string]int32, []string) {
+	seen := map[string]bool{}
+	var names []string
+	allInts := true
+	for _, r := range recs {
+		if !seen[r.Label] {
+			seen[r.Label] = true
+			names = append(names, r.Label)
+			if _, err := strconv.Atoi(r.Label); err != nil {
+				allInts = false
+			}
+		}
+	}
+	ids := map[string]int32{}
+	if allInts {
+		sort.Slice(names, func(i, j int) bool { a, _ := strconv.Atoi(names[i]); b, _ := strconv.Atoi(names[j]); return a < b })
+		for _, n := range names {
+			v, _ := strconv.Atoi(n)
+			ids[n] = int32(v)
+		}
+		return ids, names
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		ids[n] = int32(i)
+	}
+	return ids, names
+}
+
+// TokenizeLabeled encodes classification records with special tokens into examples. tok must
+// truncate to maxLen (HF's max_seq_length: tokenizer.Pipeline.WithTruncation), so that the
+// special tokens survive; a longer encoding is an error, never cut here.
+func TokenizeLabeled(ctx context.Context, tok tokenizer.Tokenizer, recs []LabeledText, labels map[string]int32, maxLen int) (SliceDataset, error) {
+	inputs := make([]tokenizer.Input, len(recs))
+	for i, r := range recs {
+		inputs[i] = tokenizer.Input{Text: r.Text, Pair: r.Pair}
+	}
+	encs, err := tok.EncodeBatch(ctx, inputs, true)
+	if err != nil {
+		return nil, fmt.Errorf("data: tokenizing: %w", err)
+	}
+	out := make(SliceDataset, len(recs))
+	for i, e := range encs {
+		id, ok := labels[recs[i].Label]
+		if !ok {
+			return nil, fmt.Errorf("data: record %d: label %q is not one of the training labels", i, recs[i].Label)
+		}
+		if len(e.IDs) > maxLen {
+			return nil, fmt.Errorf("data: record %d: %d tokens, more than max_seq_length %d: set the tokenizer's truncation", i, len(e.IDs), maxLen)
+		}
+		n := len(e.IDs)
+		ex := Example{InputIDs: make([]int32, n), TokenTypeIDs: make([]int32, n), Label: id, HasLabel: true}
+		for j := range n {
+			ex.InputIDs[j] = int32(e.IDs[j])
+			if j < len(e.TypeIDs) {
+				ex.TokenTypeIDs[j] = int32(e.TypeIDs[j])
+			}
+		}
+		out[i] = ex
+	}
+	return out, nil
+}
