@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
@@ -41,7 +42,12 @@ func Example() {
 	}
 
 	args := trainer.DefaultTrainingArguments()
-	args.OutputDir = "" // nothing is saved: save_strategy no
+	dir, err := os.MkdirTemp("", "gotpu-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	args.OutputDir = dir // only log_history.jsonl is written: save_strategy no
 	args.SaveStrategy = "no"
 	args.PerDeviceTrainBatchSize = 4
 	args.LearningRate = 3e-3

@@ -50,6 +50,8 @@ type Trainer struct {
 	// newBest is set by an evaluation that produced a new best metric, so that the next
 	// checkpoint becomes best_model_checkpoint (HF's _save_checkpoint).
 	newBest bool
+	// printsLogs is set when the built-in progress callback prints log lines.
+	printsLogs bool
 	// closers are the built-in callbacks to close when a run ends.
 	closers []interface{ Close() error }
 }
@@ -87,6 +89,7 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if t.args.DisableTqdm == nil || !*t.args.DisableTqdm {
 		pc := NewProgressCallback()
 		builtin = append(builtin, pc)
+		t.printsLogs = true
 		t.closers = append(t.closers, pc)
 	}
 	for _, r := range t.args.ReportTo {
@@ -475,7 +478,13 @@ func (t *Trainer) logEntry(ctx context.Context, ev *Event, entry LogEntry) error
 			attrs = append(attrs, m.Key, f)
 		}
 	}
-	t.log.Info("log", attrs...)
+	// With the progress callback printing log lines to the console, slog gets them at debug level
+	// so they are not shown twice.
+	level := slog.LevelInfo
+	if t.printsLogs {
+		level = slog.LevelDebug
+	}
+	t.log.Log(ctx, level, "log", attrs...)
 	ev.Logs = entry
 	defer func() { ev.Logs = LogEntry{} }()
 	return t.callbacks.OnLog(ctx, ev)
