@@ -62,6 +62,20 @@ func (r *runArgs) openRuntime(ctx context.Context) (*xla.Runtime, error) {
 	return xla.Open(ctx, cfg)
 }
 
+// openModel opens the runtime and loads --model_name_or_path on it; the caller closes the runtime.
+func (r *runArgs) openModel(ctx context.Context) (*xla.Runtime, models.Model, error) {
+	rt, err := r.openRuntime(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	model, err := r.loadModel(ctx, rt)
+	if err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
+	return rt, model, nil
+}
+
 func (r *runArgs) loadModel(ctx context.Context, rt *xla.Runtime) (models.Model, error) {
 	if r.md.ModelNameOrPath == nil || *r.md.ModelNameOrPath == "" {
 		return nil, cli.UsageError("--model_name_or_path: required (a Hugging Face model directory)")
@@ -222,15 +236,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if r.md.TrainFile == nil || *r.md.TrainFile == "" {
 		return cli.UsageError("--train_file: required")
 	}
-	rt, err := r.openRuntime(ctx)
+	rt, model, err := r.openModel(ctx)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	model, err := r.loadModel(ctx, rt)
-	if err != nil {
-		return err
-	}
 	train, labels, closeTrain, err := r.openDataset(ctx, "train_file", r.md.TrainFile, r.md.MaxTrainSamples, model, nil)
 	if err != nil {
 		return err
@@ -259,6 +269,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := writeResults(filepath.Join(a.OutputDir, "train_results.json"), out.Metrics); err != nil {
 		return err
 	}
+	if errors.Is(trainErr, context.Canceled) {
+		// SIGTERM/SIGINT (preemption): the trainer finished the current step and committed a
+		// checkpoint there; stopping on request is a success.
+		fmt.Fprintf(stdout, "interrupted after step %d; checkpoint and model in %s (resume with --resume_from_checkpoint true)\n",
+			out.GlobalStep, a.OutputDir)
+		return nil
+	}
 	fmt.Fprintf(stdout, "trained %d steps, train_loss %.4f; model and trainer_state.json in %s\n",
 		out.GlobalStep, out.TrainingLoss, a.OutputDir)
 	return trainErr
@@ -274,15 +291,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if r.md.ValidationFile == nil || *r.md.ValidationFile == "" {
 		return cli.UsageError("--validation_file: required")
 	}
-	rt, err := r.openRuntime(ctx)
+	rt, model, err := r.openModel(ctx)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	model, err := r.loadModel(ctx, rt)
-	if err != nil {
-		return err
-	}
 	eval, _, closeEval, err := r.openDataset(ctx, "validation_file", r.md.ValidationFile, r.md.MaxEvalSamples, model, nil)
 	if err != nil {
 		return err

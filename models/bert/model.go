@@ -39,25 +39,11 @@ type NewOptions = core.NewOptions
 // New builds a randomly initialised model (HF's _init_weights distributions) for cfg.
 func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
 	defer xla.Recover(&err, "bert.New")
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	dt := dtypes.Float32
-	if opts.DType != "" {
-		if dt, err = core.ParseDTypeName(opts.DType); err != nil {
-			return nil, fmt.Errorf("bert.NewOptions.DType: %w", err)
-		}
-	}
-	if err := core.CheckBackendDType(rt.Backend(), dt); err != nil {
-		return nil, err
-	}
-	table := Table(cfg)
-	weights, err := core.InitWeights(ctx, rt.Backend(), table, opts.Seed, dt)
+	base, err := core.NewRandomBase(ctx, rt.Backend(), "bert", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg.SetDType(core.TorchDTypeName(dt))
-	return &Model{Base: core.NewBase(cfg, table, rt.Backend(), weights), Cfg: cfg}, nil
+	return &Model{Base: base, Cfg: cfg}, nil
 }
 
 // Load reads a BERT model directory as arch (ForSequenceClassification or BareModel; "" takes

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
@@ -30,25 +29,11 @@ type NewOptions = core.NewOptions
 // New builds a randomly initialised model (HF's _init_weights distributions) for cfg.
 func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
 	defer xla.Recover(&err, "llama.New")
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	dt := dtypes.Float32
-	if opts.DType != "" {
-		if dt, err = core.ParseDTypeName(opts.DType); err != nil {
-			return nil, fmt.Errorf("llama.NewOptions.DType: %w", err)
-		}
-	}
-	if err := core.CheckBackendDType(rt.Backend(), dt); err != nil {
-		return nil, err
-	}
-	table := Table(cfg)
-	weights, err := core.InitWeights(ctx, rt.Backend(), table, opts.Seed, dt)
+	base, err := core.NewRandomBase(ctx, rt.Backend(), "llama", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg.SetDType(core.TorchDTypeName(dt))
-	return &Model{Base: core.NewBase(cfg, table, rt.Backend(), weights), Cfg: cfg}, nil
+	return &Model{Base: base, Cfg: cfg}, nil
 }
 
 // Load reads a Llama/Mistral/Qwen2 model directory.

@@ -224,3 +224,32 @@ func LoadDir(ctx context.Context, backend backends.Backend, dir string, cfg Conf
 	}
 	return b, nil
 }
+
+// NewRandomBase builds a randomly initialised model base for an architecture: it validates the
+// config, resolves opts.DType (float32 by default) against the backend, draws the table's
+// weights (HF's _init_weights distributions) and records the dtype in the config. name prefixes
+// errors ("gpt2").
+func NewRandomBase(ctx context.Context, backend backends.Backend, name string, cfg interface {
+	Config
+	Validate() error
+}, table []Param, opts NewOptions) (*Base, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dt := dtypes.Float32
+	if opts.DType != "" {
+		var err error
+		if dt, err = ParseDTypeName(opts.DType); err != nil {
+			return nil, fmt.Errorf("%s.NewOptions.DType: %w", name, err)
+		}
+	}
+	if err := CheckBackendDType(backend, dt); err != nil {
+		return nil, err
+	}
+	weights, err := InitWeights(ctx, backend, table, opts.Seed, dt)
+	if err != nil {
+		return nil, err
+	}
+	cfg.SetDType(TorchDTypeName(dt))
+	return NewBase(cfg, table, backend, weights), nil
+}
