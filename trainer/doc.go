@@ -1,8 +1,22 @@
-// Package trainer holds the model-independent parts of gotpu's training loop, with Hugging
-// Face's names, defaults and numbers: the arguments (TrainingArguments), the learning-rate
-// schedules (Schedule), the checkpointed trainer state (TrainerState), and the step arithmetic
-// HF's Trainer derives from them. The Trainer that runs data-parallel updates over an
-// xla.Runtime builds on these.
+// Package trainer is gotpu's Hugging Face Trainer: Trainer (New, Train, Evaluate, Predict,
+// SaveModel, SaveState) with HF's names, defaults and numbers, over any xla.Runtime, with its
+// arguments (TrainingArguments), learning-rate schedules (Schedule), state (TrainerState),
+// callbacks and metrics.
+//
+// # Training
+//
+// Each optimizer update takes gradient_accumulation_steps global micro-batches from a
+// data.Loader (prefetching on its own goroutines); each micro-batch is split into one shard per
+// replica, and xla/step computes every replica's gradients, all-reduces them, clips them and
+// applies torch's AdamW or HF's Adafactor (HF's decay groups) at the schedule's rate. The loss of
+// a step is the mean over all its non-ignored tokens, so replica and accumulation layouts give
+// the same updates. Logging, evaluation and saving follow HF's DefaultFlowCallback (Flow); each
+// log entry has HF's keys (loss rounded to 4 decimals, grad_norm, learning_rate, epoch, step)
+// plus gotpu's throughput metrics (tokens_per_second, step_seconds, input_wait_seconds,
+// compile_count, mfu; see Meter). Entries go to TrainerState.LogHistory, output_dir/
+// log_history.jsonl, slog, the progress bar and, with report_to tensorboard, TensorBoard event
+// files. Callbacks (Callback, with HF's control flags; EarlyStopping) run after the built-in ones.
+// Cancelling the context stops Train after the current step.
 //
 // # Arguments
 //
