@@ -1,7 +1,57 @@
-// Package checkpoint will hold gotpu's checkpoints: host-staged, one writer per host, atomic
-// commit (write to a temporary directory, fsync, commit marker, rename), asynchronous, with exact
-// resume on any device count.
+// Package checkpoint writes and reads gotpu's checkpoints: host-staged, one writer per host,
+// atomic, asynchronous, verified on load.
 //
-// It is specified by the checkpoint issue and is not implemented yet; the package exists so the
-// layout of the module is the designed one.
+// # Layout
+//
+// A save of global step N is the directory output_dir/checkpoint-N holding the files of a
+// Snapshot (the trainer writes model.safetensors + config.json, loadable by
+// transformers.from_pretrained; optimizer.safetensors keyed by "<state>/<HF parameter name>";
+// rng_state.safetensors; trainer_state.json; training_args.json; scheduler.json;
+// gotpu_state.json with the data-loader position), plus two files of this package:
+// gotpu_manifest.json (format, version, step, and each file's size and SHA-256) and gotpu_commit
+// (the manifest's SHA-256).
+//
+// # Commit protocol
+//
+// Commit writes everything into checkpoint-N.tmp-<id>/, fsyncs each file, writes and fsyncs the
+// manifest, fsyncs the directory, writes the commit marker last (the commit point), fsyncs the
+// directory again, renames it to checkpoint-N and fsyncs the parent. Re-saving an existing step
+// moves the old directory to checkpoint-N.old-<id> only once the new one is committed, and removes
+// it after the rename. Retention (Prune, HF's save_total_limit) renames a victim to
+// checkpoint-N.del-<id> before removing it, so a half-deleted checkpoint never lists as
+// committed. List, Latest and Open consider only checkpoint-N directories whose marker matches
+// their manifest. Cleanup, run by NewWriter when a writer starts, resolves what a crash left: a
+// committed tmp directory rolls forward if checkpoint-N is missing, an old one is restored if
+// checkpoint-N is missing, everything else is removed.
+//
+// # Loading
+//
+// Open verifies before anything is used: marker against manifest, every listed file's size and
+// SHA-256, every *.safetensors file through the strict internal/safetensors reader (duplicate or
+// invalid names, null or oversized headers, bad offsets, shapes and dtypes), and the presence of
+// the files the caller requires. Names read from a manifest are validated as plain file names,
+// never used as paths. A damaged checkpoint is an error naming the file; it never silently turns
+// into a fresh start. Tensors are stored whole, not per device, so a checkpoint restores onto
+// any device count.
+//
+// # Errors
+//
+// Errors wrap ErrCorrupt (a file does not match its manifest or is malformed), ErrNotCommitted
+// (no valid marker) or ErrNoCheckpoint (nothing committed), with the path, and the underlying
+// *os.PathError or syscall error (ENOSPC) where there is one.
+//
+// # Concurrency
+//
+// A Writer is the single writer of a host: create one per host, in the process of local rank 0;
+// replicas hand it snapshots and never write. Its one goroutine, started by NewWriter and stopped
+// by Close, commits snapshots in order. Save returns once the snapshot is queued (training
+// continues while it is written); at most one save is pending, so a second Save waits for the
+// first. The snapshot must hold host copies taken at Save time (the trainer copies device buffers
+// into it), so what is written is the state at Save even while training goes on. An error of a
+// background save is returned by the next Save, Wait or Close — never dropped. Writer methods are
+// safe for concurrent use; List, Latest, Open and Prune may run concurrently with a writer of
+// another directory; Cleanup and Prune must only be run by the directory's single writer.
+//
+// This package does not build on GoMLX's context/checkpoints, whose Save drops write errors,
+// writes final files in place and grows with randomly named metric variables.
 package checkpoint

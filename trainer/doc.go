@@ -16,7 +16,27 @@
 // compile_count, mfu; see Meter). Entries go to TrainerState.LogHistory, output_dir/
 // log_history.jsonl, slog, the progress bar and, with report_to tensorboard, TensorBoard event
 // files. Callbacks (Callback, with HF's control flags; EarlyStopping) run after the built-in ones.
-// Cancelling the context stops Train after the current step.
+// Cancelling the context stops Train after the current step (the update in progress always
+// completes) and, unless save_strategy is "no", saves a checkpoint there: `gotpu train` maps
+// SIGTERM/SIGINT to that and exits 0. Non-finite gradients skip the update (weights and
+// optimizer state unchanged); max_consecutive_nonfinite in a row abort with ErrNonFinite.
+// Options.NonFiniteAt injects such steps in tests.
+//
+// # Checkpoints and resume
+//
+// Saves go through one checkpoint.Writer per run (package checkpoint: atomic commit, manifest
+// with checksums, leftovers of crashed saves cleaned at start, save_total_limit that never
+// deletes best_model_checkpoint). A save stages everything in host memory (Stepper.ExportState
+// copies the device buffers), then training continues while the writer's goroutine writes it
+// (Options.SyncCheckpoints waits instead); Train waits for the last save before it returns.
+// checkpoint-N holds model.safetensors + config.json (HF layout), optimizer.safetensors (keyed
+// "adamw_m/<HF name>"…), rng_state.safetensors (the dropout RNG), trainer_state.json,
+// training_args.json, scheduler.json and gotpu_state.json (loader position, optimizer step,
+// accumulated loss). resume_from_checkpoint (a directory, or "true" for the latest committed one
+// in output_dir) verifies the checkpoint, then restores all of it: the continued run is bitwise
+// the uninterrupted one on the same device count, and within float32 rounding on another device
+// count with the same global batch (a different global batch is refused). New seeds the RNG
+// from args.seed (HF's set_seed), so runs repeat exactly.
 //
 // # Arguments
 //

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
@@ -29,6 +30,13 @@ type Options struct {
 	Callbacks []Callback
 	// Logger receives the run's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// SyncCheckpoints makes each save write its checkpoint before training continues (default:
+	// the save is staged to host memory and written in the background).
+	SyncCheckpoints bool
+	// NonFiniteAt is a fault-injection hook for tests: when it returns true for an update (its
+	// 1-based global step), that update's gradients are made non-finite, exercising the skip path
+	// (weights and optimizer state unchanged) and max_consecutive_nonfinite. nil in production.
+	NonFiniteAt func(step int) bool
 }
 
 // Trainer trains and evaluates a models.Model with Hugging Face Trainer semantics. It is not safe
@@ -54,6 +62,12 @@ type Trainer struct {
 	printsLogs bool
 	// closers are the built-in callbacks to close when a run ends.
 	closers []interface{ Close() error }
+	// ckpt is the run's single checkpoint writer (nil without output_dir); lastSaved the step of
+	// the last checkpoint handed to it.
+	ckpt      *checkpoint.Writer
+	lastSaved int
+	syncSaves bool
+	nonFinite func(step int) bool
 }
 
 // New validates the arguments and prepares a Trainer. train and eval may be nil when unused.
@@ -77,7 +91,8 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	t := &Trainer{
 		args: args, model: model, train: train, eval: eval, rt: opts.Runtime,
 		collator: opts.Collator, callbacks: Callbacks(opts.Callbacks), log: opts.Logger,
-		replicas: replicas, state: NewTrainerState(),
+		replicas: replicas, state: NewTrainerState(), lastSaved: -1,
+		syncSaves: opts.SyncCheckpoints, nonFinite: opts.NonFiniteAt,
 	}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -110,6 +125,11 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	opt, err := t.optimizer()
 	if err != nil {
 		return nil, err
+	}
+	// HF's set_seed(args.seed): the dropout RNG starts from the seed, so runs repeat exactly and a
+	// resumed run continues the saved RNG state (rng_state.safetensors) instead of a random one.
+	if err := model.Context().SetRNGStateFromSeed(int64(args.Seed)); err != nil {
+		return nil, fmt.Errorf("trainer: seeding the RNG: %w", err)
 	}
 	if t.stepper, err = step.New(opts.Runtime, model, step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16}); err != nil {
 		return nil, err
@@ -267,22 +287,60 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		return TrainOutput{}, err
 	}
 	flow := t.args.Flow(l.maxSteps)
+	if t.args.OutputDir != "" {
+		// The single writer of this host; it removes the leftovers of crashed saves first.
+		limit := 0
+		if t.args.SaveTotalLimit != nil {
+			limit = *t.args.SaveTotalLimit
+		}
+		if t.ckpt, err = checkpoint.NewWriter(checkpoint.WriterConfig{OutputDir: t.args.OutputDir,
+			SaveTotalLimit: limit, Sync: t.syncSaves, Logger: t.log}); err != nil {
+			return TrainOutput{}, err
+		}
+		defer func() {
+			if cerr := t.ckpt.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
+			t.ckpt = nil
+		}()
+	}
+	loaderState := data.State{Seed: l.sampler.Seed}
+	var totalLoss float64 // sum of step losses (HF's tr_loss over the run)
+	resumeDir, err := t.resolveResume()
+	if err != nil {
+		return TrainOutput{}, err
+	}
+	if resumeDir != "" {
+		run, err := t.resume(resumeDir, l.sampler.GlobalBatch)
+		if err != nil {
+			return TrainOutput{}, err
+		}
+		loaderState, totalLoss = run.Loader, run.TotalLoss
+		t.lastSaved = t.state.GlobalStep
+	}
 	t.state.ComputeSteps(&t.args, l.maxSteps)
 	t.state.MaxSteps, t.state.NumTrainEpochs = l.maxSteps, l.epochs
 	bs := t.args.PerDeviceTrainBatchSize
 	t.state.TrainBatchSize = &bs
 	t.state.IsLocalProcessZero, t.state.IsWorldProcessZero = true, true
-	epoch0 := 0.0
-	t.state.Epoch = &epoch0
+	if resumeDir == "" {
+		epoch0 := 0.0
+		t.state.Epoch = &epoch0
+	}
 
 	prefetch := 2
 	if t.args.DataloaderPrefetchFactor != nil {
 		prefetch = *t.args.DataloaderPrefetchFactor
 	}
-	loader, err := data.NewLoader(ctx, data.LoaderConfig{
+	// Cancelling ctx (SIGTERM) stops the run between updates, never inside one: the loader and
+	// the step run under a context that only ends with Train, so the current update completes
+	// and the checkpoint saved on the way out is exact.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	loader, err := data.NewLoader(runCtx, data.LoaderConfig{
 		Dataset: t.train, Collator: t.collator, Sampler: l.sampler, NumReplicas: t.replicas,
 		PrefetchFactor: prefetch, NumWorkers: t.args.DataloaderNumWorkers,
-	}, data.State{Seed: l.sampler.Seed})
+	}, loaderState)
 	if err != nil {
 		return TrainOutput{}, err
 	}
@@ -301,7 +359,6 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	t.meter = NewMeter(MeterConfig{FLOPsPerToken: t.flopsPerToken(), PeakFLOPS: ResolvePeakFLOPS(&t.args, t.rt.Kind()),
 		NumDevices: t.replicas, IncludeTokensPerSecond: true}, start)
 	var (
-		totalLoss       float64 // sum of step losses (HF's tr_loss over the run)
 		intervalLoss    float64
 		intervalSteps   int
 		lastGradNorm    float64
@@ -321,11 +378,8 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		var micro [][]*data.Batch
 		var epochEnded bool
 		for len(micro) < ga {
-			s, err := loader.Next(ctx)
+			s, err := loader.Next(runCtx)
 			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
 				return TrainOutput{}, err
 			}
 			micro = append(micro, s.Shards)
@@ -345,7 +399,10 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		lr := sched.LR(t.state.GlobalStep)
 		compiles, compileSecs := t.stepper.Compilations()
 		stepStart := time.Now()
-		res, err := t.stepper.Step(ctx, micro, lr)
+		if t.nonFinite != nil && t.nonFinite(t.state.GlobalStep+1) {
+			t.stepper.PoisonNextStep() // test hook: see Options.NonFiniteAt
+		}
+		res, err := t.stepper.Step(runCtx, micro, lr)
 		if err != nil {
 			return TrainOutput{}, err
 		}
@@ -424,9 +481,21 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 			}
 		}
 		if control.ShouldSave {
-			if err := t.saveCheckpoint(ctx, ev); err != nil {
+			// Not abandoned when ctx ends: a save that was due is what a restart resumes from.
+			if err := t.saveCheckpoint(context.WithoutCancel(ctx), ev, t.runState(loader, l, totalLoss)); err != nil {
 				return TrainOutput{}, err
 			}
+		}
+	}
+	if ctx.Err() != nil && t.ckpt != nil && t.args.SaveStrategy != "no" && t.lastSaved != t.state.GlobalStep {
+		// Preemption: save where the run stopped, so a restart loses nothing.
+		if err := t.saveCheckpoint(context.WithoutCancel(ctx), ev, t.runState(loader, l, totalLoss)); err != nil {
+			return TrainOutput{}, err
+		}
+	}
+	if t.ckpt != nil {
+		if err := t.ckpt.Wait(); err != nil {
+			return TrainOutput{}, err
 		}
 	}
 	runtime := time.Since(start).Seconds()
@@ -490,24 +559,33 @@ func (t *Trainer) logEntry(ctx context.Context, ev *Event, entry LogEntry) error
 	return t.callbacks.OnLog(ctx, ev)
 }
 
-// saveCheckpoint writes output_dir/checkpoint-<step>: the model (HF layout), trainer_state.json
-// and training_args.json.
-func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event) error {
-	dir := filepath.Join(t.args.OutputDir, fmt.Sprintf("checkpoint-%d", t.state.GlobalStep))
-	if err := t.SaveModel(dir); err != nil {
-		return err
+// runState is the loop's position for a checkpoint.
+func (t *Trainer) runState(loader *data.Loader, l runLength, totalLoss float64) runState {
+	return runState{Loader: loader.State(), GlobalBatch: l.sampler.GlobalBatch, TotalLoss: totalLoss, Replicas: t.replicas}
+}
+
+// saveCheckpoint stages output_dir/checkpoint-<step> in host memory and hands it to the writer,
+// which commits it atomically (in the background unless Options.SyncCheckpoints): the model
+// (HF layout), optimizer state, RNG state, trainer_state.json, training_args.json,
+// scheduler.json and gotpu_state.json (loader position). OnSave runs once the snapshot is taken.
+func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event, run runState) error {
+	if t.ckpt == nil {
+		return errors.New("trainer: saving a checkpoint needs output_dir")
 	}
+	dir := filepath.Join(t.args.OutputDir, checkpoint.DirName(t.state.GlobalStep))
 	if t.newBest {
 		t.state.BestModelCheckpoint = &dir
 		t.newBest = false
 	}
 	t.callbacks.SaveStates(&t.state)
-	if err := t.state.Save(filepath.Join(dir, "trainer_state.json")); err != nil {
+	snap, err := t.snapshot(run)
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "training_args.json"), t.args.ToJSON(), 0o644); err != nil {
-		return fmt.Errorf("trainer: %w", err)
+	if err := t.ckpt.Save(ctx, snap); err != nil {
+		return err
 	}
+	t.lastSaved = t.state.GlobalStep
 	ev.CheckpointDir = dir
 	defer func() { ev.CheckpointDir = "" }()
 	return t.callbacks.OnSave(ctx, ev)

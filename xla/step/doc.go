@@ -14,7 +14,10 @@
 //
 // Non-finite gradients skip the update inside the graph: parameters, moments and the step count
 // are kept (the trainer logs it and aborts after a limit). The optimizer state lives in the
-// model's GoMLX context under the scope "/optimizer".
+// model's GoMLX context under the scope "/optimizer". ExportState copies parameters (by HF name),
+// optimizer state ("<kind>/<HF name>") and every other context variable (the RNG state) to host
+// memory, whole rather than per device; ImportState restores them onto any replica count.
+// PoisonNextStep is a fault-injection hook for tests of the skip path.
 //
 // On the pure-Go backend the replicas are virtual devices run one after the other; on a PJRT
 // plugin this version also runs them on the default device (the in-graph all-reduce across real

@@ -50,6 +50,8 @@ type Stepper struct {
 	grad, apply, eval *mlctx.Exec
 	// t is the optimizer's step count (torch's state["step"]), advanced only by applied updates.
 	t int
+	// poison makes the next update's gradients non-finite (PoisonNextStep, a test hook).
+	poison bool
 
 	// compiled records each traced graph; compileSeconds the time of their first runs.
 	compiled       map[graph.GraphId]bool
@@ -104,6 +106,11 @@ func (s *Stepper) run(e *mlctx.Exec, args []*tensors.Tensor) ([]*tensors.Tensor,
 	}
 	return outs, nil
 }
+
+// PoisonNextStep makes the gradients of the next Step non-finite (they are divided by NaN in the
+// update program), so tests exercise the in-graph skip with real device programs: the update is
+// skipped and Result.Skipped set. It is a fault-injection hook, not for production use.
+func (s *Stepper) PoisonNextStep() { s.poison = true }
 
 // OptimizerStep is the number of updates applied so far.
 func (s *Stepper) OptimizerStep() int { return s.t }
@@ -233,7 +240,11 @@ func (s *Stepper) Step(ctx context.Context, micro [][]*data.Batch, lr float64) (
 	if count == 0 {
 		res.Loss = 0
 	}
-	args := s.hostScalars(lr, count)
+	scaleCount := count
+	if s.poison {
+		scaleCount, s.poison = math.NaN(), false
+	}
+	args := s.hostScalars(lr, scaleCount)
 	for r := range n {
 		args = append(args, acc[r]...)
 	}
