@@ -14,7 +14,7 @@ help:
 	@echo "  make demo       the main job: train a small GPT-2 on Go's own sources on the embedded pure-Go backend"
 	@echo "  make test       everything CI checks: gofmt, go vet (all build tags), go test, go test -race, noxla build"
 	@echo "  make test-race  go test -race ./..."
-	@echo "  make bench      benchmarks: training steps, stock vs gotpu gradients, heap, replicas, loader overlap, tokenizer vs HF"
+	@echo "  make bench      benchmarks: training steps, stock vs gotpu gradients, heap, replicas, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make lint       gofmt and go vet only"
 	@echo "  make build      go build ./... with and without the noxla tag"
 
@@ -50,6 +50,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./xla
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./xla/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
+	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
+	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
 	data/tokenizer/bench/compare.sh
 
 # The main job: train a small GPT-2 from scratch on the Go standard library's sources on the

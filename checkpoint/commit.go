@@ -41,18 +41,8 @@ func DirName(step int) string { return fmt.Sprintf("checkpoint-%d", step) }
 // An existing checkpoint of the same step stays in place until the new one is committed. On
 // error nothing is left behind. It returns the committed directory.
 func Commit(outputDir string, snap Snapshot) (dir string, err error) {
-	if snap.Step < 0 {
-		return "", fmt.Errorf("checkpoint: negative step %d", snap.Step)
-	}
-	seen := map[string]bool{}
-	for _, f := range snap.Files {
-		if err := ValidateName(f.Name); err != nil {
-			return "", fmt.Errorf("checkpoint: snapshot file: %w", err)
-		}
-		if seen[f.Name] {
-			return "", fmt.Errorf("checkpoint: snapshot file %q given twice", f.Name)
-		}
-		seen[f.Name] = true
+	if err := validateSnapshot(snap); err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(outputDir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
@@ -81,6 +71,13 @@ func Commit(outputDir string, snap Snapshot) (dir string, err error) {
 		}
 		m.Files = append(m.Files, e)
 	}
+	return finishCommit(tmp, final, id, m)
+}
+
+// finishCommit commits a staged directory whose files (listed in m) are durable: it writes and
+// fsyncs the manifest, fsyncs the directory, writes the commit marker, fsyncs again and installs
+// the directory under its final name.
+func finishCommit(tmp, final, id string, m Manifest) (string, error) {
 	mb, err := m.Marshal()
 	if err != nil {
 		return "", err

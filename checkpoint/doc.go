@@ -24,6 +24,21 @@
 // committed tmp directory rolls forward if checkpoint-N is missing, an old one is restored if
 // checkpoint-N is missing, everything else is removed.
 //
+// # Hosts
+//
+// NewWriter elects the writer of a directory on its host: only local rank 0 may ask
+// (WriterConfig.LocalRank), and an exclusive flock(2) on a host-local lock file
+// (WriterConfig.LockDir, default os.TempDir()) refuses a second writer with ErrWriterHeld; the
+// kernel drops the lock when the holder dies, even by SIGKILL. In a job of several hosts
+// (WriterConfig.Hosts) every host's writer stages its files in one shared directory,
+// checkpoint-N.tmp-<RunID>, and non-primary hosts end with a part manifest (gotpu_part-<h>.json,
+// written under a temporary name and renamed); the primary writes its own files, waits for every
+// part (at most Hosts.CommitTimeout: a missing host is an ErrHostsMissing error naming it, never
+// a hang), verifies each listed file's size and SHA-256, merges the parts into the manifest
+// (each entry records its host) and commits as above. Only the primary runs Cleanup, sparing
+// the staging directories of its own RunID. This needs a file system all hosts mount (a
+// Filestore/NFS share; see docs/multihost.md for object-store buckets).
+//
 // # Loading
 //
 // Open verifies before anything is used: marker against manifest, every listed file's size and
@@ -42,8 +57,8 @@
 //
 // # Concurrency
 //
-// A Writer is the single writer of a host: create one per host, in the process of local rank 0;
-// replicas hand it snapshots and never write. Its one goroutine, started by NewWriter and stopped
+// A Writer is the single writer of a host: create one per host, in the process of local rank 0
+// (NewWriter enforces it); replicas hand it snapshots and never write. Its one goroutine, started by NewWriter and stopped
 // by Close, commits snapshots in order. Save returns once the snapshot is queued (training
 // continues while it is written); at most one save is pending, so a second Save waits for the
 // first. The snapshot must hold host copies taken at Save time (the trainer copies device buffers

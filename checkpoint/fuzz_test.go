@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -34,6 +35,26 @@ func FuzzParseManifest(f *testing.F) {
 		out2, _ := m2.Marshal()
 		if !bytes.Equal(out, out2) {
 			t.Fatalf("not stable:\n%s\n%s", out, out2)
+		}
+	})
+}
+
+func FuzzParsePart(f *testing.F) {
+	f.Add([]byte(`{"format":"gotpu-checkpoint-part","version":1,"step":3,"host":1,"files":[{"name":"a","size":1,"sha256":"` + strings.Repeat("0", 64) + `"}]}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"format":"gotpu-checkpoint-part","version":1,"step":3,"host":0,"files":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePart(b)
+		if err != nil {
+			return
+		}
+		if p.Host < 1 || p.Step < 0 {
+			t.Fatalf("accepted %+v", p)
+		}
+		for _, e := range p.Files {
+			if ValidateName(e.Name) != nil {
+				t.Fatalf("accepted name %q", e.Name)
+			}
 		}
 	})
 }

@@ -14,7 +14,7 @@ import (
 
 var (
 	committedName = regexp.MustCompile(`^checkpoint-([0-9]+)$`)
-	leftoverName  = regexp.MustCompile(`^checkpoint-([0-9]+)\.(tmp|old|del)-[0-9a-f]+$`)
+	leftoverName  = regexp.MustCompile(`^checkpoint-([0-9]+)\.(tmp|old|del)-([0-9a-f]+)$`)
 )
 
 // Entry is a committed checkpoint found by List.
@@ -121,7 +121,11 @@ func readCapped(path string, limit int64) ([]byte, error) {
 // rolls forward when no checkpoint-N exists; other tmp directories are removed; a checkpoint-N.old-*
 // (moved aside by a re-save) is restored when checkpoint-N is missing, removed otherwise; a
 // checkpoint-N.del-* (retention in progress) is removed. It returns what it removed or restored.
-func Cleanup(outputDir string) ([]string, error) {
+func Cleanup(outputDir string) ([]string, error) { return cleanup(outputDir, "") }
+
+// cleanup is Cleanup leaving alone the staging directories of runID: in a multi-host run other
+// hosts may already be writing their parts of this attempt when the primary starts.
+func cleanup(outputDir, runID string) ([]string, error) {
 	des, err := os.ReadDir(outputDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -135,7 +139,7 @@ func Cleanup(outputDir string) ([]string, error) {
 	for _, kind := range []string{"tmp", "old", "del"} {
 		for _, de := range des {
 			m := leftoverName.FindStringSubmatch(de.Name())
-			if m == nil || m[2] != kind {
+			if m == nil || m[2] != kind || (kind == "tmp" && runID != "" && m[3] == runID) {
 				continue
 			}
 			path := filepath.Join(outputDir, de.Name())

@@ -36,6 +36,10 @@ var (
 	ErrNotCommitted = errors.New("checkpoint not committed")
 	// ErrNoCheckpoint: no committed checkpoint exists where one was asked for.
 	ErrNoCheckpoint = errors.New("no committed checkpoint")
+	// ErrWriterHeld: another process of this host is already the writer of the directory.
+	ErrWriterHeld = errors.New("checkpoint: another process on this host is the writer of this output directory")
+	// ErrHostsMissing: in a multi-host save, some hosts did not deliver their part in time.
+	ErrHostsMissing = errors.New("checkpoint: hosts missing")
 )
 
 // Manifest describes a committed checkpoint.
@@ -51,6 +55,8 @@ type FileEntry struct {
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// Host is the host that wrote the file in a multi-host save (0, omitted: the primary).
+	Host int `json:"host,omitempty"`
 }
 
 // Lookup returns the entry of name.
@@ -124,6 +130,9 @@ func (m *Manifest) validate() error {
 			return fmt.Errorf("%w: %s: files[%d]: duplicate name %q", ErrCorrupt, ManifestFile, i, f.Name)
 		}
 		seen[f.Name] = true
+		if f.Host < 0 {
+			return fmt.Errorf("%w: %s: %s: negative host %d", ErrCorrupt, ManifestFile, f.Name, f.Host)
+		}
 		if f.Size < 0 {
 			return fmt.Errorf("%w: %s: %s: negative size %d", ErrCorrupt, ManifestFile, f.Name, f.Size)
 		}
@@ -149,7 +158,7 @@ func ValidateName(name string) error {
 		return fmt.Errorf("file name %q is not a file", name)
 	case strings.ContainsAny(name, "/\\:"):
 		return fmt.Errorf("file name %q contains a path separator", name)
-	case name == ManifestFile || name == CommitFile:
+	case name == ManifestFile || name == CommitFile || strings.HasPrefix(name, partPrefix):
 		return fmt.Errorf("file name %q is reserved", name)
 	}
 	for _, r := range name {

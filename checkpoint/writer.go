@@ -2,9 +2,14 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -18,6 +23,53 @@ type WriterConfig struct {
 	Sync bool
 	// Logger receives what the writer does; nil means slog.Default().
 	Logger *slog.Logger
+	// LocalRank is the process's rank on its host (torch's LOCAL_RANK): only local rank 0
+	// may write; replicas hand it their state and never write.
+	LocalRank int
+	// Hosts places the writer in a multi-host job (see Hosts); the zero value is one host.
+	Hosts Hosts
+	// LockDir is the host-local directory of the election lock (default os.TempDir()). It
+	// must not be on a file system shared between hosts: each host elects its own writer.
+	LockDir string
+	// NoElection skips the election lock, for callers that guarantee a single writer by
+	// other means (or systems without flock).
+	NoElection bool
+}
+
+// Validate checks the configuration, naming the bad field.
+func (c WriterConfig) Validate() error {
+	switch {
+	case c.OutputDir == "":
+		return errors.New("checkpoint.WriterConfig.OutputDir: empty")
+	case c.SaveTotalLimit < 0:
+		return fmt.Errorf("checkpoint.WriterConfig.SaveTotalLimit: %d is negative", c.SaveTotalLimit)
+	case c.LocalRank != 0:
+		return fmt.Errorf("checkpoint.WriterConfig.LocalRank: %d; only the process of local rank 0 writes a host's checkpoints (replicas hand it their state)", c.LocalRank)
+	}
+	if err := c.Hosts.Validate(); err != nil {
+		return fmt.Errorf("checkpoint.WriterConfig.%w", trimPkg(err))
+	}
+	return nil
+}
+
+// trimPkg drops the "checkpoint." prefix of a nested field error.
+func trimPkg(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "checkpoint.")
+	return errors.New(msg)
+}
+
+// lockPath is the host-local lock file electing the writer of outputDir.
+func (c WriterConfig) lockPath() (string, error) {
+	abs, err := filepath.Abs(c.OutputDir)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint.WriterConfig.OutputDir: %w", err)
+	}
+	dir := c.LockDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(abs)))
+	return filepath.Join(dir, "gotpu-writer-"+hex.EncodeToString(sum[:8])+".lock"), nil
 }
 
 // Writer is the single writer of a host's checkpoints. Create exactly one per host (the
@@ -31,28 +83,53 @@ type Writer struct {
 	slot chan struct{}
 	done chan struct{}
 
+	lock *hostLock
+
 	mu        sync.Mutex
 	err       error // first error not yet reported to a caller
 	committed []Entry
+	parts     []int // steps whose part a non-primary host delivered
 	closed    bool
 }
 
-// NewWriter removes the leftovers of crashed saves in cfg.OutputDir (see Cleanup) and starts the
-// writer's goroutine; Close stops it.
-func NewWriter(cfg WriterConfig) (*Writer, error) {
-	if cfg.OutputDir == "" {
-		return nil, errors.New("checkpoint.WriterConfig.OutputDir: empty")
+// NewWriter elects this process the writer of cfg.OutputDir on this host (an exclusive lock
+// that the kernel drops when the process ends, so a second writer on the host fails with
+// ErrWriterHeld instead of colliding), removes the leftovers of crashed saves (see Cleanup; on
+// the primary host only, which owns the shared directory) and starts the writer's goroutine;
+// Close stops it and releases the election.
+func NewWriter(cfg WriterConfig) (_ *Writer, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	w := &Writer{cfg: cfg, log: cfg.Logger, jobs: make(chan Snapshot), slot: make(chan struct{}, 1), done: make(chan struct{})}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
-	did, err := Cleanup(cfg.OutputDir)
-	for _, d := range did {
-		w.log.Warn("checkpoint: leftover of an interrupted save", "action", d)
+	if !cfg.NoElection {
+		if err := os.MkdirAll(cfg.OutputDir, 0o755); err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		path, err := cfg.lockPath()
+		if err != nil {
+			return nil, err
+		}
+		if w.lock, err = acquireHostLock(path); err != nil {
+			return nil, fmt.Errorf("%w: %s", err, cfg.OutputDir)
+		}
+		defer func() {
+			if err != nil {
+				w.lock.release()
+			}
+		}()
 	}
-	if err != nil {
-		return nil, err
+	if cfg.Hosts.Host == 0 {
+		did, err := cleanup(cfg.OutputDir, cfg.Hosts.RunID)
+		for _, d := range did {
+			w.log.Warn("checkpoint: leftover of an interrupted save", "action", d)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	go w.loop()
 	return w, nil
@@ -67,8 +144,25 @@ func (w *Writer) loop() {
 }
 
 func (w *Writer) write(snap Snapshot) {
-	dir, err := Commit(w.cfg.OutputDir, snap)
-	if err == nil {
+	var dir string
+	var err error
+	h := w.cfg.Hosts
+	switch {
+	case !h.Multi():
+		dir, err = Commit(w.cfg.OutputDir, snap)
+	case h.Host == 0:
+		dir, err = commitPrimary(context.Background(), w.cfg.OutputDir, h, snap)
+	default:
+		// A non-primary host's save ends when its part is durable; the primary commits.
+		if err = WritePart(w.cfg.OutputDir, h, snap); err == nil {
+			w.log.Info("checkpoint part written", "host", h.Host, "step", snap.Step)
+			w.mu.Lock()
+			w.parts = append(w.parts, snap.Step)
+			w.mu.Unlock()
+			return
+		}
+	}
+	if err == nil && h.Host == 0 {
 		w.log.Info("checkpoint committed", "dir", dir, "step", snap.Step)
 		var removed []string
 		removed, err = Prune(w.cfg.OutputDir, w.cfg.SaveTotalLimit, snap.Keep...)
@@ -127,6 +221,14 @@ func (w *Writer) Committed() []Entry {
 	return append([]Entry(nil), w.committed...)
 }
 
+// Parts returns the steps whose part this writer delivered (a non-primary host's writer; the
+// primary commits them, see Hosts).
+func (w *Writer) Parts() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.parts...)
+}
+
 func (w *Writer) takeErr() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -149,5 +251,9 @@ func (w *Writer) Close() error {
 	close(w.jobs)
 	<-w.done
 	<-w.slot
-	return w.takeErr()
+	err := w.takeErr()
+	if lerr := w.lock.release(); lerr != nil {
+		err = errors.Join(err, fmt.Errorf("checkpoint: releasing the writer lock: %w", lerr))
+	}
+	return err
 }
