@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/internal/lossplot"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/trainer"
@@ -39,34 +41,45 @@ type options struct {
 	seed                                                                   uint64
 }
 
+// defaultOptions returns the flags' defaults.
+func defaultOptions() options {
+	var o options
+	register(flag.NewFlagSet("gpt2-go-code", flag.ContinueOnError), &o)
+	return o
+}
+
+func register(fs *flag.FlagSet, o *options) {
+	fs.IntVar(&o.maxSteps, "max_steps", 200, "optimizer updates")
+	fs.IntVar(&o.blockSize, "block_size", 128, "tokens per training sequence")
+	fs.IntVar(&o.batch, "per_device_train_batch_size", 8, "sequences per device per step")
+	fs.IntVar(&o.vocab, "vocab", 4096, "model vocabulary: the most frequent GPT-2 token ids, plus unknown")
+	fs.IntVar(&o.layers, "n_layer", 2, "transformer layers")
+	fs.IntVar(&o.embd, "n_embd", 128, "model width")
+	fs.IntVar(&o.evalEvery, "eval_steps", 50, "evaluate held-out perplexity every N steps")
+	fs.IntVar(&o.trainBytes, "train_bytes", 3<<20, "bytes of Go source to train on")
+	fs.Float64Var(&o.lr, "learning_rate", 2e-3, "peak learning rate (warmup 5%, cosine decay)")
+	fs.StringVar(&o.outputDir, "output_dir", filepath.Join("out", "gpt2-go-code"), "checkpoints, final model and logs")
+	fs.StringVar(&o.tokenizerPath, "tokenizer", filepath.Join("testdata", "tokenizers", "gpt2", "tokenizer.json.gz"), "GPT-2 tokenizer.json")
+	fs.StringVar(&o.device, "device", "auto", "auto, tpu, cuda, cpu or go")
+	fs.IntVar(&o.numDevices, "num_devices", 0, "devices to use (0: all)")
+	fs.StringVar(&o.prompt, "prompt", "func (b *Buffer) Len() int {", "prompt for the generation at the end")
+	fs.Uint64Var(&o.seed, "seed", 42, "seed of the weights and the data order")
+}
+
 func main() {
 	var o options
-	flag.IntVar(&o.maxSteps, "max_steps", 200, "optimizer updates")
-	flag.IntVar(&o.blockSize, "block_size", 128, "tokens per training sequence")
-	flag.IntVar(&o.batch, "per_device_train_batch_size", 8, "sequences per device per step")
-	flag.IntVar(&o.vocab, "vocab", 4096, "model vocabulary: the most frequent GPT-2 token ids, plus unknown")
-	flag.IntVar(&o.layers, "n_layer", 2, "transformer layers")
-	flag.IntVar(&o.embd, "n_embd", 128, "model width")
-	flag.IntVar(&o.evalEvery, "eval_steps", 50, "evaluate held-out perplexity every N steps")
-	flag.IntVar(&o.trainBytes, "train_bytes", 3<<20, "bytes of Go source to train on")
-	flag.Float64Var(&o.lr, "learning_rate", 2e-3, "peak learning rate (warmup 5%, cosine decay)")
-	flag.StringVar(&o.outputDir, "output_dir", filepath.Join("out", "gpt2-go-code"), "checkpoints, final model and logs")
-	flag.StringVar(&o.tokenizerPath, "tokenizer", filepath.Join("testdata", "tokenizers", "gpt2", "tokenizer.json.gz"), "GPT-2 tokenizer.json")
-	flag.StringVar(&o.device, "device", "auto", "auto, tpu, cuda, cpu or go")
-	flag.IntVar(&o.numDevices, "num_devices", 0, "devices to use (0: all)")
-	flag.StringVar(&o.prompt, "prompt", "func (b *Buffer) Len() int {", "prompt for the generation at the end")
-	flag.Uint64Var(&o.seed, "seed", 42, "seed of the weights and the data order")
+	register(flag.CommandLine, &o)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(ctx, o, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
 		slog.Error("gpt2-go-code", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options, stdout io.Writer) error {
 	tok, err := tokenizer.FromFile(o.tokenizerPath)
 	if err != nil {
 		return fmt.Errorf("%w (run from the repository root, or pass -tokenizer)", err)
@@ -138,7 +151,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fp, lp := math.Exp(first["eval_loss"]), math.Exp(last["eval_loss"])
-	fmt.Printf("held-out perplexity: %.1f before training, %.1f after (%.1fx lower)\n", fp, lp, fp/lp)
+	fmt.Fprintf(stdout, "held-out perplexity: %.1f before training, %.1f after (%.1fx lower)\n", fp, lp, fp/lp)
 
 	if err := tr.SaveModel(o.outputDir); err != nil {
 		return err
@@ -149,11 +162,17 @@ func run(ctx context.Context, o options) error {
 	if err := vm.save(filepath.Join(o.outputDir, "vocab_map.json")); err != nil {
 		return err
 	}
-	return generate(ctx, rt, tr.Model(), tok, vm, o.prompt)
+	png := filepath.Join(o.outputDir, "loss.png")
+	trainLoss, evalLoss := lossplot.FromLogHistory(tr.State().LogHistory)
+	if err := lossplot.WritePNG(png, "GPT-2 on Go's standard library", trainLoss, evalLoss); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "loss curve: %s\n", png)
+	return generate(ctx, stdout, rt, tr.Model(), tok, vm, o.prompt)
 }
 
 // generate prints a greedy continuation of the prompt.
-func generate(ctx context.Context, rt *xla.Runtime, m models.Model, tok tokenizer.Tokenizer, vm *vocabMap, prompt string) error {
+func generate(ctx context.Context, stdout io.Writer, rt *xla.Runtime, m models.Model, tok tokenizer.Tokenizer, vm *vocabMap, prompt string) error {
 	lm, ok := m.(models.CausalLM)
 	if !ok {
 		return errors.New("the model is not a causal LM")
@@ -175,6 +194,6 @@ func generate(ctx context.Context, rt *xla.Runtime, m models.Model, tok tokenize
 	if err != nil {
 		return err
 	}
-	fmt.Printf("--- generated from %q:\n%s%s\n---\n", prompt, prompt, text)
+	fmt.Fprintf(stdout, "--- generated from %q:\n%s%s\n---\n", prompt, prompt, text)
 	return nil
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestREADMEShowsThisProgram: the README's library example is this file's main, verbatim, so the
+// snippet users copy is one that compiles (go vet builds it) and runs.
+func TestREADMEShowsThisProgram(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	i := strings.Index(s, "func main() {")
+	j := strings.Index(s[i:], "\n}\n")
+	if i < 0 || j < 0 {
+		t.Fatal("main.go: no func main")
+	}
+	body := s[i : i+j+3]
+	r := string(readme)
+	k := strings.Index(r, "## Library")
+	if k < 0 {
+		t.Fatal("README.md: no ## Library section")
+	}
+	r = r[k:]
+	a := strings.Index(r, "```go\n")
+	b := strings.Index(r[a+6:], "```")
+	if a < 0 || b < 0 {
+		t.Fatal("README.md: no Go code block under ## Library")
+	}
+	if block := r[a+6 : a+6+b]; block != body {
+		t.Errorf("README.md's library example differs from examples/quickstart/main.go's main:\n--- README\n%s\n--- main.go\n%s", block, body)
+	}
+}
