@@ -23,6 +23,9 @@ import (
 type runArgs struct {
 	train trainer.TrainingArguments
 	md    trainer.ModelDataArguments
+	// pluginPath is --plugin_path, as devices/score/generate take it (not a TrainingArguments
+	// field: where the plugin lives is a property of the machine, not of the run).
+	pluginPath string
 }
 
 // parseRunArgs registers every HF flag, parses, and merges flags over --args.
@@ -33,6 +36,7 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	flagged.RegisterFlags(fs)
 	flagged.RegisterUnsupportedFlags(fs)
 	flaggedMD.RegisterFlags(fs)
+	pluginPath := fs.String("plugin_path", "", "PJRT plugin file or directory to use instead of searching")
 	argsFile := fs.String("args", "", "JSON file of TrainingArguments (as to_json_string() writes) and model/data arguments; flags override it")
 	if err := parse(fs, args, stderr, synopsis); err != nil {
 		return nil, err
@@ -40,7 +44,7 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	if fs.NArg() > 0 {
 		return nil, cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	r := &runArgs{train: trainer.DefaultTrainingArguments()}
+	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath}
 	if *argsFile != "" {
 		a, md, err := trainer.LoadTrainingArguments(*argsFile)
 		if err != nil {
@@ -59,6 +63,7 @@ func (r *runArgs) openRuntime(ctx context.Context) (*xla.Runtime, error) {
 		cfg.Device = r.train.Device
 	}
 	cfg.NumDevices = r.train.NumDevices
+	cfg.PluginPath = r.pluginPath
 	return xla.Open(ctx, cfg)
 }
 

@@ -34,11 +34,11 @@ import (
 )
 
 type options struct {
-	maxSteps, blockSize, batch, vocab, layers, embd, evalEvery, trainBytes int
-	lr                                                                     float64
-	outputDir, tokenizerPath, device, prompt                               string
-	numDevices                                                             int
-	seed                                                                   uint64
+	maxSteps, blockSize, batch, vocab, layers, embd, evalEvery, trainBytes, saveSteps int
+	lr                                                                                float64
+	outputDir, tokenizerPath, device, prompt, resume                                  string
+	numDevices                                                                        int
+	seed                                                                              uint64
 }
 
 // defaultOptions returns the flags' defaults.
@@ -64,6 +64,8 @@ func register(fs *flag.FlagSet, o *options) {
 	fs.IntVar(&o.numDevices, "num_devices", 0, "devices to use (0: all)")
 	fs.StringVar(&o.prompt, "prompt", "func (b *Buffer) Len() int {", "prompt for the generation at the end")
 	fs.Uint64Var(&o.seed, "seed", 42, "seed of the weights and the data order")
+	fs.IntVar(&o.saveSteps, "save_steps", 0, "save a checkpoint every N steps (0: at the end only; SIGTERM/Ctrl-C always saves)")
+	fs.StringVar(&o.resume, "resume_from_checkpoint", "", `continue from a checkpoint directory, or "true" for the latest in -output_dir`)
 }
 
 func main() {
@@ -134,24 +136,40 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	args.EvalSteps = &evalSteps
 	args.SaveStrategy = "steps"
 	args.SaveSteps = float64(o.maxSteps)
+	if o.saveSteps > 0 {
+		args.SaveSteps = float64(o.saveSteps)
+	}
+	args.ResumeFromCheckpoint = o.resume
 	args.Seed = int(o.seed)
 	tr, err := trainer.New(args, model, data.SliceDataset(train), data.SliceDataset(eval), trainer.Options{Runtime: rt})
 	if err != nil {
 		return err
 	}
-	first, err := tr.Evaluate(ctx)
-	if err != nil {
-		return err
+	var first map[string]float64
+	if o.resume == "" { // a resumed run's starting point is the checkpoint, evaluated by its run
+		if first, err = tr.Evaluate(ctx); err != nil {
+			return err
+		}
 	}
 	if _, err := tr.Train(ctx); err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		// Interrupted (SIGTERM, Ctrl-C): Train saved a checkpoint at the step it reached.
+		fmt.Fprintf(stdout, "interrupted at step %d; continue with -resume_from_checkpoint true\n", tr.State().GlobalStep)
+		return ctx.Err()
 	}
 	last, err := tr.Evaluate(ctx)
 	if err != nil {
 		return err
 	}
-	fp, lp := math.Exp(first["eval_loss"]), math.Exp(last["eval_loss"])
-	fmt.Fprintf(stdout, "held-out perplexity: %.1f before training, %.1f after (%.1fx lower)\n", fp, lp, fp/lp)
+	lp := math.Exp(last["eval_loss"])
+	if first != nil {
+		fp := math.Exp(first["eval_loss"])
+		fmt.Fprintf(stdout, "held-out perplexity: %.1f before training, %.1f after (%.1fx lower)\n", fp, lp, fp/lp)
+	} else {
+		fmt.Fprintf(stdout, "held-out perplexity: %.1f after resuming and training to step %d\n", lp, tr.State().GlobalStep)
+	}
 
 	if err := tr.SaveModel(o.outputDir); err != nil {
 		return err

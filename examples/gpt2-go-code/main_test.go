@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gotpu/gotpu/checkpoint"
@@ -53,5 +54,46 @@ func TestMainJobShort(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?s)--- generated from ".+":\n.+\n---`).MatchString(out.String()) {
 		t.Error("no generated text")
+	}
+}
+
+// TestMainJobResume: -resume_from_checkpoint true continues from the latest committed checkpoint
+// of -output_dir (a small model and corpus: this checks the wiring, not the learning).
+func TestMainJobResume(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector; the plain go test runs it")
+	}
+	wd, _ := os.Getwd()
+	o := defaultOptions()
+	o.outputDir = t.TempDir()
+	o.tokenizerPath = filepath.Join(wd, "..", "..", "testdata", "tokenizers", "gpt2", "tokenizer.json.gz")
+	o.device = "go"
+	o.trainBytes, o.vocab, o.embd, o.blockSize, o.batch, o.evalEvery = 200<<10, 512, 64, 32, 4, 1000
+	o.maxSteps, o.saveSteps = 3, 3
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	o.maxSteps, o.resume = 6, "true"
+	out.Reset()
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("after resuming and training to step 6")) {
+		t.Errorf("resumed run printed:\n%s", out.String())
+	}
+	for _, step := range []string{"checkpoint-3", "checkpoint-6"} {
+		if _, err := checkpoint.Open(filepath.Join(o.outputDir, step), "model.safetensors"); err != nil {
+			t.Error(err)
+		}
+	}
+	// The resume really reads the checkpoint: a damaged one is an error naming the file.
+	f := filepath.Join(o.outputDir, "checkpoint-6", "model.safetensors")
+	if err := os.WriteFile(f, []byte("damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.maxSteps = 9
+	if err := run(context.Background(), o, &out); err == nil || !strings.Contains(err.Error(), "model.safetensors") {
+		t.Errorf("resuming from a damaged checkpoint: %v", err)
 	}
 }
