@@ -17,6 +17,7 @@ help:
 	@echo "  make bench      benchmarks: training steps, stock vs gotpu gradients, heap, replicas, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make lint       gofmt and go vet only"
 	@echo "  make build      go build ./... with and without the noxla tag"
+	@echo "  make golden     rewrite testdata/golden (StableHLO of the 8-replica GPT-2 train step) after an intended change"
 
 .PHONY: build
 build:
@@ -38,6 +39,13 @@ test: lint build
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags noxla ./xla/... ./cmd/...
 	$(GO) test -count=1 -race $(PKGS)
+
+# The golden StableHLO of the replicated train step: rewritten from the program traced now (no
+# device or plugin needed), then checked again; review the diff before committing it.
+.PHONY: golden
+golden:
+	$(GO) test -count=1 -run 'ReplicatedStepGolden' ./xla/step -update
+	$(GO) test -count=1 -run 'ReplicatedStep' ./xla/step
 
 .PHONY: test-race
 test-race:

@@ -19,11 +19,26 @@
 //     gotpu runs it with sequential op execution;
 //   - go-xla returns a nil plugin with a nil error when GetPjrtApi returns NULL; Open reports it.
 //
+// StableHLO without a plugin: StableHLO and StableHLOContext trace any graph function — a model
+// program, a step of xla/step — and return the StableHLO module gotpu would hand to a PJRT plugin,
+// as text, on any machine (no device, no plugin, no cgo: it works under -tags noxla too). GoMLX
+// v0.26.0 builds that text only inside its XLA backend, which refuses to start before a plugin is
+// loaded; gotpu's tracing backend (hlo_backend.go, hlo_ops.go, hlo_elementwise.go) drives go-xla's StableHLO builder,
+// the same library GoMLX's backend uses, and a test pins the output byte for byte to GoMLX's for
+// every translated operation and every step program of every model family (an all-reduce over
+// operands of several dtypes aside: GoMLX emits its per-dtype ops in map order, gotpu in operand
+// order). HLOSpec.Replicas > 1 traces an SPMD program whose collectives
+// (graph.Graph.Distributed().AllReduce over the mesh axis ReplicaAxis) become stablehlo.all_reduce
+// over replica_groups {0..N-1}. Operations gotpu's models do not use (convolutions, FFT,
+// ArgMinMax, ...) fail the trace with ErrHLOUnsupported naming them.
+// ParseStableHLO reads such text back into an HLOModule (operations, operands, dataflow, replica
+// groups) so tests and tools can check a program's structure without an MLIR toolchain.
+//
 // Errors: Open wraps ErrPluginNotFound (with the places searched and how to install) and
 // ErrNotPlugin (a file that is not a plugin). GoMLX reports graph-building errors by panicking;
 // Program, Compile, Open and Call recover them and return *PanicError.
 //
 // Concurrency: a Runtime and its Programs are safe for concurrent use. Close a Runtime once its
 // programs are done. The gradient registration is process-wide and happens once, in the first
-// Open, before any graph of that runtime exists.
+// Open or trace, before any graph of that runtime exists.
 package xla

@@ -160,7 +160,7 @@ func pluginFromPath(path, kind string) (Plugin, error) {
 	}
 	info, err := os.Stat(abs)
 	if err != nil {
-		return Plugin{}, fmt.Errorf("xla.Config.PluginPath %q: %w", path, errors.Join(ErrPluginNotFound, err))
+		return Plugin{}, fmt.Errorf("xla.Config.PluginPath %q: %w: %w", path, ErrPluginNotFound, err)
 	}
 	if info.IsDir() {
 		kinds := []string{kind}

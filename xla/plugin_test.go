@@ -181,3 +181,22 @@ func TestCloseIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBrokenCUDAInstall: the CUDA search reports broken candidates by path and reason, wrapping
+// both ErrPluginNotFound and ErrNotPlugin, and a wrong PluginPath wraps ErrPluginNotFound.
+func TestBrokenCUDAInstall(t *testing.T) {
+	for _, kind := range []fakeplugin.Kind{fakeplugin.NotELF, fakeplugin.NoAPI} {
+		dir := t.TempDir()
+		path := buildFake(t, dir, "xla_cuda_plugin.so", kind)
+		_, err := openWith(context.Background(), Config{Device: DeviceCUDA}, emptyEnv(map[string]string{pluginEnv: dir}))
+		if !errors.Is(err, ErrPluginNotFound) || !errors.Is(err, ErrNotPlugin) || !strings.Contains(err.Error(), path) ||
+			!strings.Contains(err.Error(), "jax-cuda13-pjrt") {
+			t.Errorf("broken %s: %v", path, err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "xla_cuda_plugin.so")
+	_, err := Open(context.Background(), Config{Device: DeviceCUDA, PluginPath: missing})
+	if !errors.Is(err, ErrPluginNotFound) || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("missing PluginPath: %q; want one line wrapping ErrPluginNotFound and naming the path", err)
+	}
+}

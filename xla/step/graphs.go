@@ -24,28 +24,37 @@ func (s *Stepper) gradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	p := len(s.params)
 	nb, hasAcc := batchArity(len(nodes), p)
 	b, _ := splitBatch(nodes[:nb], nb == 4)
-	b.Training = true
-	s.mixedPrecision(c, nodes[0].Graph())
-	loss, _ := s.model.Forward(c, b)
-	g := loss.Graph()
-	terms := s.lossTerms(b.Labels)
-	// The model's loss is a mean over its terms; the step's loss is the mean over all terms of the
-	// global batch, so each replica contributes its sum.
-	sum := Mul(ConvertDType(loss, dtypes.Float32), terms)
-	wrt := make([]*Node, p)
-	for i, prm := range s.params {
-		wrt[i] = s.variable(c, prm).ValueGraph(g)
-	}
-	grads := Gradient(sum, wrt...)
+	sum, terms, grads := s.replicaGradients(c, b)
 	out := []*Node{sum, terms}
 	for i, gr := range grads {
-		gr = ConvertDType(gr, dtypes.Float32)
 		if hasAcc {
 			gr = Add(nodes[nb+i], gr)
 		}
 		out = append(out, gr)
 	}
 	return out
+}
+
+// replicaGradients builds one replica's training forward and backward pass: the sum of its loss
+// terms, their number, and the float32 gradients of that sum with respect to every parameter.
+func (s *Stepper) replicaGradients(c *mlctx.Context, b models.Batch) (sum, terms *Node, grads []*Node) {
+	b.Training = true
+	s.mixedPrecision(c, b.InputIDs.Graph())
+	loss, _ := s.model.Forward(c, b)
+	g := loss.Graph()
+	terms = s.lossTerms(b.Labels)
+	// The model's loss is a mean over its terms; the step's loss is the mean over all terms of the
+	// global batch, so each replica contributes its sum.
+	sum = Mul(ConvertDType(loss, dtypes.Float32), terms)
+	wrt := make([]*Node, len(s.params))
+	for i, prm := range s.params {
+		wrt[i] = s.variable(c, prm).ValueGraph(g)
+	}
+	grads = Gradient(sum, wrt...)
+	for i, gr := range grads {
+		grads[i] = ConvertDType(gr, dtypes.Float32)
+	}
+	return sum, terms, grads
 }
 
 // mixedPrecision switches the model's graph to bfloat16 compute when configured.
@@ -66,31 +75,41 @@ func (s *Stepper) evalGraph(c *mlctx.Context, nodes []*Node) []*Node {
 }
 
 // applyGraph: inputs are the host scalars (count, lr, decay, a, b, c: see hostScalars) and the N
-// replicas' accumulators; it all-reduces them, clips, and updates parameters and optimizer state
-// in place, unless the gradients are not finite. Outputs: pre-clip global norm, 1 if applied.
+// replicas' accumulators; it all-reduces them on the host-loop path (a sum of the N inputs), then
+// updates as update does. Outputs: pre-clip global norm, 1 if applied.
 func (s *Stepper) applyGraph(c *mlctx.Context, nodes []*Node) []*Node {
-	count, decay, sa, sb, sc := nodes[0], nodes[2], nodes[3], nodes[4], nodes[5]
-	lr := nodes[1]
 	accs := nodes[6:]
 	p := len(s.params)
 	n := len(accs) / p
-	g := count.Graph()
-
-	// All-reduce (sum over replicas), then the mean over the global batch's loss terms.
-	grads := make([]*Node, p)
+	sums := make([]*Node, p)
 	for i := range p {
-		sum := accs[i]
+		sums[i] = accs[i]
 		for r := 1; r < n; r++ {
-			sum = Add(sum, accs[r*p+i])
+			sums[i] = Add(sums[i], accs[r*p+i])
 		}
+	}
+	norm, finite := s.update(c, sums, nodes[0], updateScalars{lr: nodes[1], decay: nodes[2], a: nodes[3], b: nodes[4], c: nodes[5]})
+	return []*Node{norm, ConvertDType(finite, dtypes.Float32)}
+}
+
+// updateScalars are the per-step scalars the host computes (see hostScalars).
+type updateScalars struct{ lr, decay, a, b, c *Node }
+
+// update turns the global batch's gradient sums into the mean over its count loss terms, clips
+// them by global norm and applies the optimizer to every parameter and its state in place, unless
+// the gradients are not finite. It returns the pre-clip global norm and whether it applied.
+func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateScalars) (norm, finite *Node) {
+	g := count.Graph()
+	grads := make([]*Node, len(sums))
+	for i, sum := range sums {
 		grads[i] = Div(sum, Max(count, OnesLike(count)))
 	}
 	sumSq := Scalar(g, dtypes.Float32, 0)
 	for _, gr := range grads {
 		sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
 	}
-	norm := Sqrt(sumSq)
-	finite := IsFinite(norm)
+	norm = Sqrt(sumSq)
+	finite = IsFinite(norm)
 	if maxNorm := s.cfg.Optimizer.MaxGradNorm; maxNorm > 0 {
 		// torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), clamped to 1.
 		coef := Min(Div(Scalar(g, dtypes.Float32, maxNorm), AddScalar(norm, 1e-6)), Scalar(g, dtypes.Float32, 1))
@@ -102,19 +121,19 @@ func (s *Stepper) applyGraph(c *mlctx.Context, nodes []*Node) []*Node {
 		v := s.variable(c, prm)
 		x := v.ValueGraph(g)
 		xf := ConvertDType(x, dtypes.Float32)
-		d := decay
+		d := sc.decay
 		if prm.NoDecay || s.cfg.Optimizer.WeightDecay == 0 {
 			d = Scalar(g, dtypes.Float32, 1)
 		}
 		var nx *Node
 		if s.cfg.Optimizer.Name == "adamw" {
-			nx = s.adamw(c, prm, xf, grads[i], d, sa, sb, sc, finite)
+			nx = s.adamw(c, prm, xf, grads[i], d, sc.a, sc.b, sc.c, finite)
 		} else {
-			nx = s.adafactor(c, prm, xf, grads[i], d, lr, sb, finite)
+			nx = s.adafactor(c, prm, xf, grads[i], d, sc.lr, sc.b, finite)
 		}
 		v.SetValueGraph(Where(finite, ConvertDType(nx, x.DType()), x))
 	}
-	return []*Node{norm, ConvertDType(finite, dtypes.Float32)}
+	return norm, finite
 }
 
 // adamw is torch.optim.AdamW's single-tensor update for step t (scalars from the host):

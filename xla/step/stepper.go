@@ -52,6 +52,9 @@ type Stepper struct {
 	t int
 	// poison makes the next update's gradients non-finite (PoisonNextStep, a test hook).
 	poison bool
+	// omitAllReduce builds ProgramReplicatedStep without its all-reduce. Only tests set it, to
+	// show that the golden checks reject a step whose replicas would diverge.
+	omitAllReduce bool
 
 	// compiled records each traced graph; compileSeconds the time of their first runs.
 	compiled       map[graph.GraphId]bool

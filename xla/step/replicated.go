@@ -1,0 +1,140 @@
+package step
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // graph code reads better unqualified.
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/gotpu/gotpu/xla"
+)
+
+// Program names one of the Stepper's device programs, for ProgramGraph and StableHLO.
+type Program string
+
+const (
+	// ProgramGradient is one replica's forward and backward pass on its first micro-batch
+	// (later micro-batches add an accumulator input).
+	ProgramGradient Program = "gradient"
+	// ProgramUpdate is the host-loop update: the sum of the N replicas' accumulators, clipping
+	// and the optimizer.
+	ProgramUpdate Program = "update"
+	// ProgramEval is the evaluation forward pass.
+	ProgramEval Program = "eval"
+	// ProgramReplicatedStep is the fused data-parallel train step for accelerators: an SPMD
+	// program over Config.NumReplicas replicas in which each replica computes its gradients, one
+	// in-graph all-reduce (sum) over all replicas combines gradients, loss sum and loss-term count,
+	// and every replica applies the same clipped optimizer update — torch_xla's
+	// xm.optimizer_step, with no host transfer inside the step.
+	ProgramReplicatedStep Program = "replicated_step"
+)
+
+// BatchShape is one replica's batch as a program sees it.
+type BatchShape struct {
+	Size, SeqLen int
+	// TokenTypeIDs is set for models fed token_type_ids (BERT with segment ids).
+	TokenTypeIDs bool
+}
+
+// replicatedScalars is the number of host scalars the replicated step takes after the batch:
+// lr, decay, a, b, c (hostScalars without the count, which the step all-reduces itself).
+const replicatedScalars = 5
+
+// GraphFunc is a graph function over the model's context, as context.Exec runs it.
+type GraphFunc = func(c *mlctx.Context, inputs []*Node) []*Node
+
+// ProgramGraph returns the trace specification (name, replicas, input shapes) and the graph
+// function of one of the Stepper's programs for batch shape b: what StableHLO traces, and what a
+// backend that executes SPMD programs compiles (ProgramReplicatedStep over Config.NumReplicas
+// replicas, with the batch then the scalars lr, decay, a, b, c of hostScalars as inputs).
+func (s *Stepper) ProgramGraph(p Program, b BatchShape) (xla.HLOSpec, GraphFunc, error) {
+	if b.Size <= 0 || b.SeqLen <= 0 {
+		return xla.HLOSpec{}, nil, fmt.Errorf("step.BatchShape: size %d × seq %d is not positive", b.Size, b.SeqLen)
+	}
+	spec := xla.HLOSpec{Name: fmt.Sprintf("gotpu_%s_%dx%d", p, b.Size, b.SeqLen), Inputs: s.batchShapes(b)}
+	f32 := shapes.Make(dtypes.Float32)
+	switch p {
+	case ProgramGradient:
+		return spec, s.gradGraph, nil
+	case ProgramEval:
+		return spec, s.evalGraph, nil
+	case ProgramUpdate:
+		in := make([]shapes.Shape, 6, 6+s.cfg.NumReplicas*len(s.params))
+		for i := range in {
+			in[i] = f32
+		}
+		for range s.cfg.NumReplicas {
+			for _, prm := range s.params {
+				in = append(in, shapes.Make(dtypes.Float32, prm.Shape...))
+			}
+		}
+		spec.Inputs = in
+		return spec, s.applyGraph, nil
+	case ProgramReplicatedStep:
+		if s.cfg.NumReplicas < 2 {
+			return xla.HLOSpec{}, nil, fmt.Errorf("step: program %s: Config.NumReplicas is %d; the replicated step needs at least 2",
+				p, s.cfg.NumReplicas)
+		}
+		for range replicatedScalars {
+			spec.Inputs = append(spec.Inputs, f32)
+		}
+		spec.Name = fmt.Sprintf("%s_%dreplicas", spec.Name, s.cfg.NumReplicas)
+		spec.Replicas = s.cfg.NumReplicas
+		return spec, s.replicatedGraph, nil
+	}
+	return xla.HLOSpec{}, nil, fmt.Errorf("step: unknown program %q (want %s, %s, %s or %s)",
+		p, ProgramGradient, ProgramUpdate, ProgramEval, ProgramReplicatedStep)
+}
+
+// StableHLO returns the StableHLO text of one of the Stepper's programs for batch shape b, as
+// gotpu would hand it to a PJRT plugin — without a plugin or device (xla.StableHLOContext). The
+// model's variables are read for their shapes only.
+//
+// The Stepper does not run ProgramReplicatedStep itself: the pure-Go backend has no collectives,
+// so Step keeps the host loop (one gradient program per replica, then ProgramUpdate); running the
+// fused step on several devices is the work of a backend that executes SPMD programs.
+func (s *Stepper) StableHLO(ctx context.Context, p Program, b BatchShape) (string, error) {
+	spec, fn, err := s.ProgramGraph(p, b)
+	if err != nil {
+		return "", err
+	}
+	return xla.StableHLOContext(ctx, spec, s.model.Context(), fn)
+}
+
+// batchShapes are the shapes of batchInputs for b.
+func (s *Stepper) batchShapes(b BatchShape) []shapes.Shape {
+	ids := shapes.Make(dtypes.Int32, b.Size, b.SeqLen)
+	in := []shapes.Shape{ids, ids}
+	if b.TokenTypeIDs {
+		in = append(in, ids)
+	}
+	if s.causal {
+		return append(in, ids)
+	}
+	return append(in, shapes.Make(dtypes.Int32, b.Size))
+}
+
+// replicatedGraph is ProgramReplicatedStep. Inputs: the replica's batch, then lr, decay, a, b, c
+// (hostScalars less the count). Outputs, after the updated variables: the global loss sum, the
+// global number of loss terms, the pre-clip global gradient norm, 1 if the update was applied.
+// Every output is the same on all replicas.
+func (s *Stepper) replicatedGraph(c *mlctx.Context, nodes []*Node) []*Node {
+	nb := len(nodes) - replicatedScalars
+	b, _ := splitBatch(nodes[:nb], nb == 4)
+	sc := nodes[nb:]
+	sum, terms, grads := s.replicaGradients(c, b)
+	p := len(grads)
+	// One all-reduce for every replica-local quantity the update needs: the gradient sums and
+	// the loss sum and term count (the mean's numerator and denominator over the global batch).
+	local := append(append(make([]*Node, 0, p+2), grads...), sum, terms)
+	global := local
+	if !s.omitAllReduce {
+		global = sum.Graph().Distributed().AllReduce(local, backends.ReduceOpSum)
+	}
+	norm, finite := s.update(c, global[:p], global[p+1], updateScalars{lr: sc[0], decay: sc[1], a: sc[2], b: sc[3], c: sc[4]})
+	return []*Node{global[p], global[p+1], norm, ConvertDType(finite, dtypes.Float32)}
+}
