@@ -1,0 +1,76 @@
+// Command service is gotpu embedded in a Go HTTP service: clients start training jobs with a
+// Hugging Face argument file as the request body, follow their progress (JSON, server-sent
+// events, Prometheus metrics), cancel them (the trainer finishes its step and commits a
+// checkpoint) and generate text from their latest checkpoint.
+//
+//	go run ./examples/service -addr :8080
+//	go run ./examples/service -addr :8080 -device tpu -data_dir /mnt/jobs -input_roots /mnt/data
+//
+// Endpoints: POST /jobs, GET /jobs, GET /jobs/{id}, GET /jobs/{id}/events, DELETE /jobs/{id},
+// GET /jobs/{id}/generate, GET /metrics, GET /healthz. The request format, the answers and curl
+// lines for each are in README.md.
+//
+// SIGTERM or SIGINT shut the service down gracefully: it stops accepting connections, cancels
+// the running jobs (each commits a checkpoint after its current step), waits for them and exits
+// 0. The service uses only gotpu's library API (xla, models, data, trainer, checkpoint).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/gotpu/gotpu/xla"
+)
+
+func main() {
+	addr := flag.String("addr", ":8080", "listen address (host:port; port 0 picks a free one)")
+	device := flag.String("device", "auto", "auto, tpu, cuda, cpu or go")
+	numDevices := flag.Int("num_devices", 0, "devices to use (0: all; on the pure-Go backend, that many virtual devices)")
+	dataDir := flag.String("data_dir", filepath.Join("out", "service"), "where jobs write: <data_dir>/jobs/<id> is each job's output_dir")
+	inputRoots := flag.String("input_roots", ".", "comma-separated directories jobs may read models, tokenizers and data from")
+	maxRunning := flag.Int("max_running", 1, "jobs that train at once (the others wait, queued)")
+	maxGenerating := flag.Int("max_generating", 1, "generation requests served at once")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := Config{
+		DataDir: *dataDir, InputRoots: strings.Split(*inputRoots, ","),
+		MaxRunning: *maxRunning, MaxGenerating: *maxGenerating, Logger: log,
+	}
+	if err := run(ctx, cfg, xla.Config{Device: *device, NumDevices: *numDevices}, *addr); err != nil {
+		log.Error("service", "error", err)
+		os.Exit(1)
+	}
+}
+
+// run opens the runtime and serves until ctx ends (SIGTERM/SIGINT), then shuts down gracefully.
+func run(ctx context.Context, cfg Config, xc xla.Config, addr string) (err error) {
+	rt, err := xla.Open(ctx, xc)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rt.Close()) }()
+	srv, err := NewServer(cfg, rt)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	// Printed on stdout so scripts (and the SIGTERM test) can find a port picked with :0.
+	fmt.Printf("listening on http://%s (%s, %d device(s))\n", ln.Addr(), rt.Kind(), rt.NumDevices())
+	cfg.Logger.Info("serving", "addr", ln.Addr().String(), "device", rt.Kind(), "num_devices", rt.NumDevices(), "data_dir", cfg.DataDir)
+	return srv.Serve(ctx, ln)
+}

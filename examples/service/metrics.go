@@ -1,0 +1,105 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// serviceMetrics are the metrics the handlers update themselves.
+type serviceMetrics struct {
+	gens    *prometheus.CounterVec
+	streams prometheus.Gauge
+}
+
+// newRegistry builds the service's own registry (never the global default one, so several
+// servers in one process — tests — do not collide): the Go runtime and process collectors, the
+// job metrics read from the jobs at scrape time, generation requests and open event streams.
+func newRegistry(s *Server) (*prometheus.Registry, serviceMetrics) {
+	reg := prometheus.NewRegistry()
+	m := serviceMetrics{
+		gens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gotpu_generate_requests_total",
+			Help: "Generation requests served, by outcome (ok, bad_request, no_checkpoint, error).",
+		}, []string{"outcome"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gotpu_event_streams",
+			Help: "Server-sent event streams (GET /jobs/{id}/events) open now.",
+		}),
+	}
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newJobCollector(s),
+		m.gens, m.streams,
+	)
+	return reg, m
+}
+
+func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// jobCollector reports each job's progress as it is at scrape time, so /metrics and
+// GET /jobs/{id} never disagree and nothing is double-booked.
+type jobCollector struct {
+	s                                   *Server
+	step, maxSteps, loss, lr, tps, info *prometheus.Desc
+	saves, byState                      *prometheus.Desc
+}
+
+func newJobCollector(s *Server) *jobCollector {
+	job := []string{"job"}
+	return &jobCollector{
+		s:        s,
+		step:     prometheus.NewDesc("gotpu_job_step", "Optimizer updates done (the trainer's global_step).", job, nil),
+		maxSteps: prometheus.NewDesc("gotpu_job_max_steps", "Optimizer updates the job runs in all.", job, nil),
+		loss:     prometheus.NewDesc("gotpu_job_loss", "Training loss of the last log entry (mean over logging_steps updates).", job, nil),
+		lr:       prometheus.NewDesc("gotpu_job_learning_rate", "Learning rate of the last log entry.", job, nil),
+		tps:      prometheus.NewDesc("gotpu_job_tokens_per_second", "Training throughput of the last log interval, all devices.", job, nil),
+		saves:    prometheus.NewDesc("gotpu_job_checkpoint_saves_total", "Checkpoints the job's trainer has saved.", job, nil),
+		info:     prometheus.NewDesc("gotpu_job_state", "1 for the job's current state.", []string{"job", "state"}, nil),
+		byState:  prometheus.NewDesc("gotpu_jobs", "Jobs by state.", []string{"state"}, nil),
+	}
+}
+
+func (c *jobCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.step, c.maxSteps, c.loss, c.lr, c.tps, c.saves, c.info, c.byState} {
+		ch <- d
+	}
+}
+
+func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.mu.Lock()
+	jobs := slices.Clone(c.s.order)
+	c.s.mu.Unlock()
+	counts := map[State]int{}
+	for _, j := range jobs {
+		j.mu.Lock()
+		p := j.p
+		j.mu.Unlock()
+		counts[p.State]++
+		ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(p.Step), j.ID)
+		ch <- prometheus.MustNewConstMetric(c.maxSteps, prometheus.GaugeValue, float64(p.MaxSteps), j.ID)
+		ch <- prometheus.MustNewConstMetric(c.saves, prometheus.CounterValue, float64(p.Saves), j.ID)
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, j.ID, string(p.State))
+		for _, m := range []struct {
+			d *prometheus.Desc
+			v *float64
+		}{{c.loss, p.Loss}, {c.lr, p.LearningRate}, {c.tps, p.TokensPerSecond}} {
+			if m.v != nil {
+				ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, *m.v, j.ID)
+			}
+		}
+	}
+	for _, st := range allStates() {
+		ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(counts[st]), string(st))
+	}
+}

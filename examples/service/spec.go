@@ -1,0 +1,521 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gotpu/gotpu/checkpoint"
+	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/gpt2"
+	"github.com/gotpu/gotpu/models/llama"
+	"github.com/gotpu/gotpu/trainer"
+)
+
+// maxBodyBytes bounds a POST /jobs body: an argument file is a few kB.
+const maxBodyBytes = 1 << 20
+
+// jobSpec is a checked POST /jobs body: the TrainingArguments and HF run_clm.py's model/data
+// arguments, with every path resolved and every cheap check already done, so that a job fails
+// at run time only for what needs the weights or the data (an unreadable file, a diverging run).
+type jobSpec struct {
+	// Body is the request as posted, kept in job.json.
+	Body json.RawMessage
+	Args trainer.TrainingArguments
+	// Model is where the weights come from: ModelDir (model_name_or_path) is loaded; otherwise
+	// Config (from config_name, or model_type with config_overrides) is initialised at random
+	// with the run's seed, as run_clm.py does "from scratch".
+	ModelDir  string
+	Config    models.Config
+	VocabSize int
+	MaxPos    int
+	// Tokenizer is tokenizer_name (or the model directory's tokenizer.json); nil only for
+	// pre-tokenized data without one, where generation takes token ids.
+	Tokenizer     tokenizer.Tokenizer
+	TokenizerPath string
+	TrainFile     string
+	EvalFile      string
+	// Pretokenized: the files are JSON lines with input_ids; otherwise text, grouped into
+	// BlockSize-token blocks (run_clm's group_texts), from TextColumn for JSON lines.
+	Pretokenized    bool
+	BlockSize       int
+	TextColumn      string
+	MaxTrainSamples int
+	MaxEvalSamples  int
+}
+
+// fieldError is one problem with one field of a request.
+type fieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// requestError is a 400 answer: what is wrong with the request, field by field.
+type requestError struct {
+	Fields []fieldError
+	cause  error
+}
+
+func (e *requestError) Error() string {
+	if len(e.Fields) == 1 {
+		return e.Fields[0].Message
+	}
+	msgs := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		msgs[i] = f.Message
+	}
+	return fmt.Sprintf("%d problems with the request: %s", len(e.Fields), strings.Join(msgs, "; "))
+}
+
+func (e *requestError) Unwrap() error { return e.cause }
+
+func (e *requestError) add(field, format string, args ...any) {
+	e.Fields = append(e.Fields, fieldError{Field: field, Message: field + ": " + fmt.Sprintf(format, args...)})
+}
+
+func (e *requestError) errOrNil() error {
+	if len(e.Fields) == 0 {
+		return nil
+	}
+	return e
+}
+
+// fromArgumentsError turns the trainer's per-field errors into a requestError.
+func fromArgumentsError(err error) error {
+	var ae *trainer.ArgumentsError
+	if !errors.As(err, &ae) {
+		return &requestError{Fields: []fieldError{{Field: "", Message: err.Error()}}, cause: err}
+	}
+	re := &requestError{cause: err}
+	for _, f := range ae.Fields {
+		re.Fields = append(re.Fields, fieldError{Field: f.Field, Message: f.Error()})
+	}
+	if len(re.Fields) == 0 {
+		re.Fields = []fieldError{{Message: err.Error()}}
+	}
+	return re
+}
+
+// specEnv is what parsing a spec needs from the server.
+type specEnv struct {
+	paths      *pathPolicy
+	jobDir     string // the job's output_dir, already created
+	deviceKind string // the runtime's kind ("go", "tpu", ...)
+	numDevices int
+}
+
+// parseSpec checks a POST /jobs body. Problems come back as *requestError (a 400); the body's
+// own field names are used in every message.
+func parseSpec(body []byte, env specEnv) (*jobSpec, error) {
+	args, md, err := trainer.ParseTrainingArgumentsJSON(body, "POST /jobs body")
+	if err != nil {
+		return nil, fromArgumentsError(err)
+	}
+	s := &jobSpec{Body: json.RawMessage(bytes.TrimSpace(body)), Args: *args}
+	re := &requestError{}
+	s.checkServiceFields(re, env)
+	s.resolveModel(re, md, env)
+	s.resolveData(re, md, env)
+	if err := re.errOrNil(); err != nil {
+		return nil, err
+	}
+	// The trainer checks the arguments again in trainer.New; checking a finalized copy here makes
+	// a bad combination (say, an unknown lr_scheduler_type) a 400 instead of a failed job.
+	check := s.Args
+	if err := check.Finalize(); err != nil {
+		return nil, fromArgumentsError(err)
+	}
+	if err := check.Validate(); err != nil {
+		return nil, fromArgumentsError(err)
+	}
+	return s, nil
+}
+
+// checkServiceFields handles the TrainingArguments the service decides itself: where a job
+// writes, which devices it runs on, and what it resumes from.
+func (s *jobSpec) checkServiceFields(re *requestError, env specEnv) {
+	def := trainer.DefaultTrainingArguments()
+	if s.Args.OutputDir != def.OutputDir && s.Args.OutputDir != "" {
+		re.add("output_dir", "set by the service (each job writes to its own directory under -data_dir); remove it")
+	}
+	if s.Args.LoggingDir != "" {
+		re.add("logging_dir", "set by the service (output_dir/runs/...); remove it")
+	}
+	s.Args.OutputDir = env.jobDir
+	// A server has no terminal to draw progress bars on; progress is served by GET /jobs/{id}.
+	tqdmOff := true
+	s.Args.DisableTqdm = &tqdmOff
+	switch d := strings.ToLower(strings.TrimSpace(s.Args.Device)); d {
+	case "", "auto", env.deviceKind:
+	default:
+		if !(d == "gpu" && env.deviceKind == "cuda") {
+			re.add("device", "%q, but this service runs on %q (its -device flag); remove it", s.Args.Device, env.deviceKind)
+		}
+	}
+	s.Args.Device = env.deviceKind
+	if s.Args.NumDevices > env.numDevices {
+		re.add("num_devices", "%d, but this service's runtime has %d device(s)", s.Args.NumDevices, env.numDevices)
+	}
+	switch r := strings.TrimSpace(s.Args.ResumeFromCheckpoint); {
+	case r == "" || strings.EqualFold(r, "false"):
+	case strings.EqualFold(r, "true"):
+		re.add("resume_from_checkpoint", `"true" means the latest checkpoint in output_dir, which is new for each job; pass a checkpoint directory (the latest_checkpoint.dir of the job to continue)`)
+	default:
+		dir, err := env.paths.resolve(r)
+		if err != nil {
+			re.add("resume_from_checkpoint", "%v", err)
+		} else if !checkpoint.IsCommitted(dir) {
+			re.add("resume_from_checkpoint", "%s is not a committed checkpoint", dir)
+		} else {
+			s.Args.ResumeFromCheckpoint = dir
+		}
+	}
+}
+
+// resolveModel picks the model source the way run_clm.py does: model_name_or_path, else
+// config_name, else model_type (+ config_overrides) — the last two train from scratch.
+func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments, env specEnv) {
+	modelDir, configName := str(md.ModelNameOrPath), str(md.ConfigName)
+	modelType, overrides := str(md.ModelType), str(md.ConfigOverrides)
+	if overrides != "" && (modelDir != "" || configName != "") {
+		// run_clm.py's own rule (ModelArguments.__post_init__).
+		re.add("config_overrides", "can't be used in combination with config_name or model_name_or_path (use model_type)")
+		return
+	}
+	var cfg models.Config
+	var err error
+	switch {
+	case modelDir != "":
+		if configName != "" {
+			re.add("config_name", "not supported together with model_name_or_path (the model directory's config.json is used)")
+			return
+		}
+		if s.ModelDir, err = env.paths.resolve(modelDir); err != nil {
+			re.add("model_name_or_path", "%v", err)
+			return
+		}
+		if cfg, err = models.ParseConfig(filepath.Join(s.ModelDir, "config.json")); err != nil {
+			re.add("model_name_or_path", "%v", err)
+			return
+		}
+	case configName != "":
+		path, err := env.paths.resolve(configName)
+		if err != nil {
+			re.add("config_name", "%v", err)
+			return
+		}
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			path = filepath.Join(path, "config.json")
+		}
+		if cfg, err = models.ParseConfig(path); err != nil {
+			re.add("config_name", "%v", err)
+			return
+		}
+	case modelType != "":
+		if cfg, err = scratchConfig(modelType, overrides, env.jobDir); err != nil {
+			var fe *fieldErr
+			if errors.As(err, &fe) {
+				re.add(fe.field, "%s", fe.msg)
+			} else {
+				re.add("model_type", "%v", err)
+			}
+			return
+		}
+	default:
+		re.add("model_name_or_path", "required: a Hugging Face model directory to fine-tune, or config_name / model_type (with config_overrides) to train from scratch")
+		return
+	}
+	switch c := cfg.(type) {
+	case *gpt2.Config:
+		s.VocabSize, s.MaxPos = c.VocabSize, c.NPositions
+	case *llama.Config:
+		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
+	default:
+		re.add("model_name_or_path", "%s is not a causal language model; this service trains and serves causal LMs (GPT-2, Llama, Mistral, Qwen2)", cfg.Architecture())
+		return
+	}
+	if modelDir == "" {
+		s.Config = cfg
+	}
+	if dt := str(md.TorchDtype); dt != "" && dt != "auto" && dt != "float32" {
+		re.add("torch_dtype", "%q: the service keeps float32 master weights (use bf16: true for bfloat16 compute)", dt)
+	}
+}
+
+// resolveData checks the data files and the tokenizer.
+func (s *jobSpec) resolveData(re *requestError, md *trainer.ModelDataArguments, env specEnv) {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"dataset_name", str(md.DatasetName) != ""},
+		{"streaming", md.Streaming != nil && *md.Streaming},
+		{"line_by_line", md.LineByLine != nil && *md.LineByLine},
+		{"mlm_probability", md.MLMProbability != nil},
+	} {
+		if f.set {
+			re.add(f.name, "not supported by this service (it trains causal LMs on local files: train_file)")
+		}
+	}
+	s.TextColumn = str(md.TextColumnName)
+	if s.TextColumn == "" {
+		s.TextColumn = "text"
+	}
+	if md.MaxTrainSamples != nil {
+		s.MaxTrainSamples = *md.MaxTrainSamples
+	}
+	if md.MaxEvalSamples != nil {
+		s.MaxEvalSamples = *md.MaxEvalSamples
+	}
+	var err error
+	if str(md.TrainFile) == "" {
+		re.add("train_file", "required: pre-tokenized JSON lines ({\"input_ids\": [...]}) or text (.txt, or JSON lines with text_column_name) with tokenizer_name")
+		return
+	}
+	if s.TrainFile, err = env.paths.resolve(*md.TrainFile); err != nil {
+		re.add("train_file", "%v", err)
+		return
+	}
+	if s.Pretokenized, err = isPretokenized(s.TrainFile); err != nil {
+		re.add("train_file", "%v", err)
+		return
+	}
+	if v := str(md.ValidationFile); v != "" {
+		if s.EvalFile, err = env.paths.resolve(v); err != nil {
+			re.add("validation_file", "%v", err)
+			return
+		}
+		pre, err := isPretokenized(s.EvalFile)
+		if err != nil {
+			re.add("validation_file", "%v", err)
+			return
+		}
+		if pre != s.Pretokenized {
+			re.add("validation_file", "is %s but train_file is %s", dataKind(pre), dataKind(s.Pretokenized))
+			return
+		}
+	}
+	if md.BlockSize != nil && *md.BlockSize <= 0 {
+		re.add("block_size", "%d: must be positive", *md.BlockSize)
+	}
+	if s.MaxPos > 0 {
+		// run_clm.py: block_size defaults to the model's length (at most 1024) and is capped by it.
+		s.BlockSize = min(1024, s.MaxPos)
+		if md.BlockSize != nil && *md.BlockSize > 0 {
+			s.BlockSize = min(*md.BlockSize, s.MaxPos)
+		}
+	}
+
+	tokPath := str(md.TokenizerName)
+	field := "tokenizer_name"
+	if tokPath == "" && s.ModelDir != "" {
+		for _, name := range []string{"tokenizer.json", "tokenizer.json.gz"} {
+			if _, err := os.Stat(filepath.Join(s.ModelDir, name)); err == nil {
+				tokPath, field = s.ModelDir, "model_name_or_path"
+			}
+		}
+	}
+	if tokPath == "" {
+		if !s.Pretokenized {
+			re.add("tokenizer_name", "required: train_file %s is text (give a tokenizer.json, or pre-tokenized JSON lines)", s.TrainFile)
+		}
+		return
+	}
+	if s.TokenizerPath, err = env.paths.resolve(tokPath); err != nil {
+		re.add(field, "%v", err)
+		return
+	}
+	tok, err := tokenizer.FromFile(s.TokenizerPath)
+	if err != nil {
+		re.add(field, "%v", err)
+		return
+	}
+	s.Tokenizer = tok
+	if n := tok.VocabSize(true); s.VocabSize > 0 && n > s.VocabSize {
+		re.add(field, "the tokenizer has %d tokens but the model's vocab_size is %d", n, s.VocabSize)
+	}
+}
+
+func dataKind(pretokenized bool) string {
+	if pretokenized {
+		return "pre-tokenized JSON lines"
+	}
+	return "text"
+}
+
+// isPretokenized tells whether path is JSON lines whose first record has input_ids (what HF
+// datasets store after tokenization); anything else is text.
+func isPretokenized(path string) (bool, error) {
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".jsonl" && ext != ".json" {
+		st, err := os.Stat(path)
+		if err != nil {
+			return false, err
+		}
+		if st.IsDir() {
+			return false, fmt.Errorf("%s is a directory, want a file", path)
+		}
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var first map[string]json.RawMessage
+	if err := json.NewDecoder(f).Decode(&first); err != nil {
+		return false, fmt.Errorf("%s: first line is not a JSON object: %w", path, err)
+	}
+	_, ok := first["input_ids"]
+	return ok, nil
+}
+
+// fieldErr is an error about one named request field.
+type fieldErr struct{ field, msg string }
+
+func (e *fieldErr) Error() string { return e.field + ": " + e.msg }
+
+// scratchConfig is run_clm.py's CONFIG_MAPPING[model_type]() with config_overrides applied by
+// PretrainedConfig.update_from_string's rules: each key must exist in the class defaults, and the
+// value is converted to the type of the default (bool, int, float or string). The result is
+// written to jobDir/init_config.json, the record of what the job was initialised from.
+func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
+	var def models.Config
+	switch modelType {
+	case gpt2.ModelType:
+		def = gpt2.DefaultConfig()
+	case llama.TypeLlama, llama.TypeMistral, llama.TypeQwen2:
+		def = llama.DefaultConfig(modelType)
+	default:
+		return nil, &fieldErr{"model_type", fmt.Sprintf("%q: the service builds gpt2, llama, mistral or qwen2 from scratch", modelType)}
+	}
+	raw, err := def.JSON()
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	if overrides != "" {
+		for _, kv := range strings.Split(overrides, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, &fieldErr{"config_overrides", fmt.Sprintf("%q is not key=value", kv)}
+			}
+			old, ok := obj[k]
+			if !ok {
+				return nil, &fieldErr{"config_overrides", fmt.Sprintf("key %s isn't in the original config dict of %s", k, modelType)}
+			}
+			nv, err := convertOverride(old, v)
+			if err != nil {
+				return nil, &fieldErr{"config_overrides", fmt.Sprintf("%s=%s: %v", k, v, err)}
+			}
+			obj[k] = nv
+		}
+	}
+	out, err := json.MarshalIndent(obj, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(jobDir, "init_config.json")
+	if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	cfg, err := models.ParseConfig(path)
+	if err != nil {
+		return nil, &fieldErr{"config_overrides", err.Error()}
+	}
+	return cfg, nil
+}
+
+// convertOverride converts v to the JSON type of old, as update_from_string does.
+func convertOverride(old json.RawMessage, v string) (json.RawMessage, error) {
+	o := strings.TrimSpace(string(old))
+	switch {
+	case o == "true" || o == "false":
+		switch strings.ToLower(v) {
+		case "true", "1", "y", "yes":
+			return json.RawMessage("true"), nil
+		case "false", "0", "n", "no":
+			return json.RawMessage("false"), nil
+		}
+		return nil, fmt.Errorf("can't derive true or false from %q", v)
+	case strings.HasPrefix(o, `"`):
+		return json.Marshal(v)
+	case o == "null" || strings.HasPrefix(o, "[") || strings.HasPrefix(o, "{"):
+		return nil, fmt.Errorf("only int, float, bool or string values of the config can be updated")
+	case strings.ContainsAny(o, ".eE"):
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("not a float")
+		}
+		return json.Marshal(f)
+	default:
+		i, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("not an int")
+		}
+		return json.Marshal(i)
+	}
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return strings.TrimSpace(*p)
+}
+
+// pathPolicy resolves the file paths of a request: relative to the service's working directory,
+// symlinks followed, and only inside the directories the service was told it may read
+// (-input_roots) or its own -data_dir — a job request must not make the service read arbitrary
+// files of its host.
+type pathPolicy struct {
+	base  string
+	roots []string
+}
+
+func newPathPolicy(base string, roots []string) (*pathPolicy, error) {
+	p := &pathPolicy{base: base}
+	for _, r := range roots {
+		if r == "" {
+			continue
+		}
+		if !filepath.IsAbs(r) {
+			r = filepath.Join(base, r)
+		}
+		real, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			return nil, fmt.Errorf("input root %s: %w", r, err)
+		}
+		p.roots = append(p.roots, real)
+	}
+	return p, nil
+}
+
+func (p *pathPolicy) resolve(path string) (string, error) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(p.base, path)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once, as the request gave it
+		}
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	for _, r := range p.roots {
+		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%s is outside the directories this service reads (-input_roots and -data_dir: %s)", path, strings.Join(p.roots, ", "))
+}

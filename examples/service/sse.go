@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// keepAlive is how often an idle event stream gets a comment line, so proxies and clients do not
+// time it out while a long step runs.
+const keepAlive = 15 * time.Second
+
+// handleEvents streams the job's progress as server-sent events: one `data: {...}` (the
+// GET /jobs/{id} JSON, with the progress version as the event id) per update — each step, log
+// entry, save and state change — starting with the current state. The stream ends after the
+// event of a final state, or when the client goes away. A slow client skips to the newest
+// progress instead of queueing old events, so it can never hold the training loop back.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.job(w, r)
+	if !ok {
+		return
+	}
+	s.met.streams.Inc()
+	defer s.met.streams.Dec()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	sent, first := uint64(0), true
+	for {
+		p, v, changed := j.Snapshot()
+		if first || v != sent {
+			b, err := json.Marshal(p)
+			if err != nil {
+				s.log.Error("event stream: encoding progress", "job", j.ID, "error", err)
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", v, b); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			sent, first = v, false
+		}
+		if p.State.Done() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

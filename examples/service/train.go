@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/trainer"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// train runs one job to its end: model, data, Trainer.Train, and for a completed run the final
+// model and trainer_state.json in output_dir (HF's trainer.save_model() and save_state()). A
+// cancelled ctx makes Train finish its current update and commit a checkpoint there; train then
+// returns the context's error.
+func train(ctx context.Context, rt *xla.Runtime, j *Job, log *slog.Logger, now func() time.Time) error {
+	s := j.spec
+	var (
+		model models.Model
+		err   error
+	)
+	if s.ModelDir != "" {
+		model, err = models.Load(ctx, rt, s.ModelDir, models.LoadOptions{})
+	} else {
+		model, err = models.New(ctx, rt, s.Config, models.NewOptions{Seed: uint64(s.Args.Seed)})
+	}
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if _, ok := model.(models.CausalLM); !ok {
+		return fmt.Errorf("model: %s is not a causal LM", model.Architecture())
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	trainSet, closeTrain, err := openData(ctx, s, s.TrainFile, s.MaxTrainSamples)
+	if err != nil {
+		return fmt.Errorf("train_file: %w", err)
+	}
+	defer closeTrain()
+	var evalSet data.Dataset
+	if s.EvalFile != "" {
+		ds, closeEval, err := openData(ctx, s, s.EvalFile, s.MaxEvalSamples)
+		if err != nil {
+			return fmt.Errorf("validation_file: %w", err)
+		}
+		defer closeEval()
+		evalSet = ds
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tr, err := trainer.New(s.Args, model, trainSet, evalSet, trainer.Options{
+		Runtime:   rt,
+		Callbacks: []trainer.Callback{&progressCallback{job: j, now: now}},
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	out, err := tr.Train(ctx)
+	if err != nil {
+		return err
+	}
+	if err := tr.SaveModel(j.Dir); err != nil {
+		return err
+	}
+	if err := tr.SaveState(); err != nil {
+		return err
+	}
+	log.Info("job completed", "steps", out.GlobalStep, "train_loss", out.TrainingLoss)
+	return nil
+}
+
+// openData opens a train or validation file: pre-tokenized JSON lines as they are, text through
+// the tokenizer into block_size-token blocks (run_clm's tokenize_function + group_texts; a .txt
+// file is one document per line, JSON lines take text_column_name).
+func openData(ctx context.Context, s *jobSpec, path string, maxSamples int) (data.Dataset, func(), error) {
+	var ds data.Dataset
+	closeFn := func() {}
+	if s.Pretokenized {
+		jl, err := data.OpenJSONL(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := jl.Validate(); err != nil {
+			jl.Close()
+			return nil, nil, err
+		}
+		ds, closeFn = jl, func() { jl.Close() }
+	} else {
+		docs := data.TextLines(path)
+		if ext := strings.ToLower(filepath.Ext(path)); ext == ".jsonl" || ext == ".json" {
+			docs = data.JSONLTextField(path, s.TextColumn)
+		}
+		blocks, err := data.GroupTexts(ctx, s.Tokenizer, docs, s.BlockSize, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		ds = blocks
+	}
+	if maxSamples > 0 && maxSamples < ds.Len() {
+		ds = firstN{ds, maxSamples}
+	}
+	return ds, closeFn, nil
+}
+
+// firstN is the first n examples of a dataset (HF's max_train_samples / max_eval_samples).
+type firstN struct {
+	data.Dataset
+	n int
+}
+
+func (f firstN) Len() int { return f.n }
