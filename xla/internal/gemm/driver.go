@@ -1,0 +1,287 @@
+package gemm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// operand is one input matrix in either storage type (exactly one slice set).
+type operand struct {
+	f32  []float32
+	bf16 []uint16
+}
+
+// at returns the operand's storage starting at element off.
+func (o operand) at(off int) operand {
+	if o.bf16 != nil {
+		return operand{bf16: o.bf16[off:]}
+	}
+	return operand{f32: o.f32[off:]}
+}
+
+// pack packs an nx×kb block at (x0, p0) of o (see pack.go for sx, sp).
+func (o operand) pack(dst []float32, x0, p0, nx, kb, w, sx, sp int) {
+	if o.bf16 != nil {
+		packBF16(dst, o.bf16, x0, p0, nx, kb, w, sx, sp)
+		return
+	}
+	packF32(dst, o.f32, x0, p0, nx, kb, w, sx, sp)
+}
+
+// inputs are the slices of one call.
+type inputs struct {
+	a, b    operand
+	cf32    []float32
+	cbf16   []uint16
+	bf16Out bool
+}
+
+// job is the work of one call, shared read-only by its workers.
+type job struct {
+	ctx    context.Context
+	op     Op
+	batch  Batch
+	in     inputs
+	active int // workers taking part
+	// byBatch: worker w computes whole batch items [w*Count/active, ...);
+	// otherwise every worker takes its share of every item, split along M
+	// (splitM) or N.
+	byBatch bool
+	splitM  bool
+}
+
+// worker holds one goroutine's reusable buffers and result.
+type worker struct {
+	packA, packB []float32
+	tile         []float32 // mr×nr tile for edge tiles
+	scratch      []float32 // float32 accumulator for bfloat16 outputs
+	err          error
+}
+
+// parallelMin is the smallest M·N·K worth splitting over goroutines: below it
+// (≈ 0.5 MFLOP, tens of µs) starting and joining a goroutine costs more than
+// the second core saves.
+const parallelMin = 64 * 64 * 64
+
+// run plans the call, starts the extra workers, works as worker 0 and joins.
+func (p *Pool) run(ctx context.Context, op Op, batch Batch, in inputs) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if batch.Count == 0 || op.M == 0 || op.N == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	j := job{ctx: ctx, op: op, batch: batch, in: in, active: 1}
+	work := op.M * op.N * max(op.K, 1)
+	if p.threads > 1 && work*batch.Count >= parallelMin {
+		mt := ceilDiv(op.M, p.spec.mr)
+		nt := ceilDiv(op.N, p.spec.nr)
+		switch {
+		case batch.Count >= p.threads:
+			j.byBatch, j.active = true, p.threads
+		case work >= parallelMin:
+			// Each worker packs all of the operand along the dimension it does
+			// not split, so split the larger of M and N: the duplicated
+			// packing is then the smaller operand.
+			j.splitM = op.M >= op.N && mt >= 2 || nt < 2
+			tiles := nt
+			if j.splitM {
+				tiles = mt
+			}
+			j.active = min(p.threads, tiles)
+		}
+	}
+	p.job = j
+	p.wg.Add(j.active - 1)
+	for w := 1; w < j.active; w++ {
+		go p.starts[w]()
+	}
+	p.workers[0].err = p.runWorker(0)
+	p.wg.Wait()
+	p.job = job{} // drop references to the caller's slices and context
+
+	// Report an internal error over a cancellation (every worker sees the
+	// same cancelled context, so that error would otherwise repeat).
+	var first error
+	for w := 0; w < j.active; w++ {
+		err := p.workers[w].err
+		p.workers[w].err = nil
+		if err != nil && (first == nil || errors.Is(first, ctx.Err()) && !errors.Is(err, ctx.Err())) {
+			first = err
+		}
+	}
+	return first
+}
+
+// runWorker computes worker w's share of p.job. A panic (a bug in this
+// package, since the API validated the shapes) is returned as an error rather
+// than crashing the process from a goroutine the caller cannot recover.
+func (p *Pool) runWorker(w int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("gemm: internal error in worker %d: %v", w, r)
+		}
+	}()
+	j := &p.job
+	op, spec := j.op, p.spec
+	first, last := 0, j.batch.Count
+	m0, m1, n0, n1 := 0, op.M, 0, op.N
+	switch {
+	case j.byBatch:
+		first, last = w*j.batch.Count/j.active, (w+1)*j.batch.Count/j.active
+	case j.active > 1 && j.splitM:
+		m0, m1 = share(op.M, spec.mr, w, j.active)
+	case j.active > 1:
+		n0, n1 = share(op.N, spec.nr, w, j.active)
+	}
+	wk := &p.workers[w]
+	for i := first; i < last; i++ {
+		a := j.in.a.at(i * j.batch.StrideA)
+		b := j.in.b.at(i * j.batch.StrideB)
+		cOff := i*j.batch.StrideC + m0*op.LDC + n0
+		var err error
+		if j.in.bf16Out {
+			err = wk.gemmBF16Out(j.ctx, spec, &op, a, b, j.in.cbf16[cOff:], m0, m1, n0, n1)
+		} else {
+			err = wk.gemm(j.ctx, spec, &op, a, b, j.in.cf32[cOff:], op.LDC, op.Accumulate, m0, m1, n0, n1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// share returns worker w's half-open range of n split into whole tiles of t
+// among parts workers, as evenly as possible.
+func share(n, t, w, parts int) (int, int) {
+	tiles := ceilDiv(n, t)
+	lo := w * tiles / parts * t
+	hi := min((w+1)*tiles/parts*t, n)
+	return lo, hi
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// grow returns buf with length n, reallocating only when it is too small.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// gemm computes rows [m0, m1) × columns [n0, n1) of op(A)·op(B) into c, whose
+// element (0, 0) is C(m0, n0) and whose rows are ldc apart, adding to c when
+// accumulate is set. It is serial; the caller gives each worker a disjoint
+// rectangle.
+func (wk *worker) gemm(ctx context.Context, spec kernelSpec, op *Op, a, b operand, c []float32, ldc int, accumulate bool, m0, m1, n0, n1 int) error {
+	mr, nr := spec.mr, spec.nr
+	if op.K == 0 {
+		if !accumulate {
+			for i := 0; i < m1-m0; i++ {
+				clear(c[i*ldc : i*ldc+n1-n0])
+			}
+		}
+		return nil
+	}
+	// Strides of A and B in the (x, p) terms of pack.go.
+	asx, asp := op.LDA, 1
+	if op.TransA {
+		asx, asp = 1, op.LDA
+	}
+	bsx, bsp := 1, op.LDB
+	if op.TransB {
+		bsx, bsp = op.LDB, 1
+	}
+	// Split the rows into the fewest mc-sized blocks, evenly: B is re-packed
+	// per block, so 1024 rows with mc = 1020 must not become 1020 + 4.
+	mc := ceilDiv(ceilDiv(m1-m0, ceilDiv(m1-m0, spec.mc)), mr) * mr
+	mcMax := mc
+	ncMax := min(spec.nc, ceilDiv(n1-n0, nr)*nr)
+	kcMax := min(spec.kc, op.K)
+	wk.packA = grow(wk.packA, mcMax*kcMax)
+	wk.packB = grow(wk.packB, ncMax*kcMax)
+	wk.tile = grow(wk.tile, mr*nr)
+
+	for ic := m0; ic < m1; ic += mc {
+		mb := min(mc, m1-ic)
+		for pc := 0; pc < op.K; pc += spec.kc {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			kb := min(spec.kc, op.K-pc)
+			beta := accumulate || pc > 0
+			a.pack(wk.packA, ic, pc, mb, kb, mr, asx, asp)
+			for jc := n0; jc < n1; jc += spec.nc {
+				nb := min(spec.nc, n1-jc)
+				b.pack(wk.packB, jc, pc, nb, kb, nr, bsx, bsp)
+				for ir := 0; ir < mb; ir += mr {
+					ap := wk.packA[ir*kb : (ir+mr)*kb]
+					rows := min(mr, mb-ir)
+					for jr := 0; jr < nb; jr += nr {
+						bp := wk.packB[jr*kb : (jr+nr)*kb]
+						cols := min(nr, nb-jr)
+						off := (ic-m0+ir)*ldc + jc - n0 + jr
+						if rows == mr && cols == nr {
+							spec.fn(kb, ap, bp, c[off:], ldc, beta)
+							continue
+						}
+						// Edge tile: compute the full padded tile aside and
+						// keep only the rows and columns that exist.
+						spec.fn(kb, ap, bp, wk.tile, nr, false)
+						for r := 0; r < rows; r++ {
+							dst := c[off+r*ldc : off+r*ldc+cols]
+							src := wk.tile[r*nr : r*nr+cols]
+							if beta {
+								for x, v := range src {
+									dst[x] += v
+								}
+							} else {
+								copy(dst, src)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// scratchMax bounds the float32 scratch of a bfloat16-output call (elements,
+// 4 MiB): rows are processed in chunks whose float32 results fit in it.
+const scratchMax = 1 << 20
+
+// gemmBF16Out computes the rectangle into a float32 scratch, a chunk of rows at
+// a time, then rounds each result to bfloat16 once (adding the old C first when
+// accumulating), so the rounding error does not grow with the number of k blocks.
+func (wk *worker) gemmBF16Out(ctx context.Context, spec kernelSpec, op *Op, a, b operand, c []uint16, m0, m1, n0, n1 int) error {
+	nw := n1 - n0
+	chunk := max(spec.mr, scratchMax/nw/spec.mr*spec.mr)
+	for r0 := m0; r0 < m1; r0 += chunk {
+		r1 := min(r0+chunk, m1)
+		wk.scratch = grow(wk.scratch, (r1-r0)*nw)
+		if err := wk.gemm(ctx, spec, op, a, b, wk.scratch, nw, false, r0, r1, n0, n1); err != nil {
+			return err
+		}
+		for i := 0; i < r1-r0; i++ {
+			src := wk.scratch[i*nw : (i+1)*nw]
+			dst := c[(r0-m0+i)*op.LDC : (r0-m0+i)*op.LDC+nw]
+			if op.Accumulate {
+				for x, v := range src {
+					dst[x] = Float32ToBF16(BF16ToFloat32(dst[x]) + v)
+				}
+			} else {
+				for x, v := range src {
+					dst[x] = Float32ToBF16(v)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+package gemm
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+)
+
+// FuzzShapes checks random shapes, layouts, strides, thread counts, blockings
+// and kernels against the float64 reference. Dimensions are folded into
+// [0, 80) (K into [0, 300)) so each case stays fast while still crossing tile
+// and (with tiny blocking) block boundaries.
+func FuzzShapes(f *testing.F) {
+	f.Add(uint16(1), uint16(1), uint16(1), uint8(0), uint8(0), uint64(1))
+	f.Add(uint16(7), uint16(129), uint16(1), uint8(3), uint8(5), uint64(2))
+	f.Add(uint16(13), uint16(33), uint16(257), uint8(12), uint8(0x33), uint64(3))
+	f.Add(uint16(0), uint16(5), uint16(9), uint8(7), uint8(1), uint64(4))
+	ctx := context.Background()
+	av := Available()
+	f.Fuzz(func(t *testing.T, m, n, k uint16, flags, pads uint8, seed uint64) {
+		op := Op{M: int(m % 80), N: int(n % 80), K: int(k % 300),
+			TransA: flags&1 != 0, TransB: flags&2 != 0, Accumulate: flags&4 != 0}
+		kern := av[int(flags>>3)%len(av)]
+		threads := 1 + int(flags>>5)%3
+		tiny := flags&0x80 != 0
+		p := newTestPool(t, kern, threads, tiny)
+		rng := rand.New(rand.NewPCG(seed, uint64(flags)))
+		batch := Batch{Count: 1 + int(pads>>6), StrideA: -1, StrideB: -1}
+		if pads&0x20 != 0 {
+			batch.StrideB = 0 // broadcast B over the batch
+		}
+		tc := newCase(rng, op, batch, int(pads&3), int(pads>>2&3), int(pads>>4&1), false)
+		if err := p.Float32Batched(ctx, tc.op, tc.batch, tc.a, tc.b, tc.c); err != nil {
+			t.Fatalf("%+v %+v kernel %v: %v", tc.op, tc.batch, kern, err)
+		}
+		tc.check(t, tc.c, 0)
+	})
+}
