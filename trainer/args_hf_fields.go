@@ -243,8 +243,8 @@ var hfTrainingArgumentFields = []hfField{
 	{name: "trackio_space_id", def: `"trackio"`, versions: "4.56+", policy: hfInert, advice: "trackio only"},
 	{name: "parallelism_config", def: "None", versions: "4.56+", policy: hfRefuse, isDefault: isNull,
 		advice: adviceSharding},
-	{name: "enable_jit_checkpoint", def: "False", versions: "5.0+", policy: hfRefuse, isDefault: isFalseOrNull,
-		advice: "gotpu saves on save_strategy/save_steps only; checkpoint-on-SIGTERM is not implemented"},
+	{name: "enable_jit_checkpoint", def: "False", versions: "5.0+", policy: hfInert,
+		advice: "gotpu always checkpoints on preemption: cancelling Train's context (gotpu train: SIGTERM/SIGINT) finishes the step, saves and returns"},
 	{name: "train_sampling_strategy", def: `"random"`, versions: "5.0+", policy: hfRefuse,
 		isDefault: isStringOrNull("random"), advice: adviceSampling},
 	// Not an argument, but dataclasses.asdict wrote it in dumps of old versions.

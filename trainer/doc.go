@@ -16,6 +16,10 @@
 // compile_count, mfu; see Meter). Entries go to TrainerState.LogHistory, output_dir/
 // log_history.jsonl, slog, the progress bar and, with report_to tensorboard, TensorBoard event
 // files. Callbacks (Callback, with HF's control flags; EarlyStopping) run after the built-in ones.
+// Evaluations report eval_loss plus what Options.ComputeMetrics (HF's compute_metrics; Accuracy
+// for classifiers) returns from the logits and labels, eval_-prefixed; as in HF, only the
+// evaluations Train runs compete for best_metric, and load_best_model_at_end makes the best
+// checkpoint's weights the ones Model, Evaluate and Predict use afterwards.
 // Cancelling the context stops Train after the current step (the update in progress always
 // completes) and, unless save_strategy is "no", saves a checkpoint there: `gotpu train` maps
 // SIGTERM/SIGINT to that and exits 0. Non-finite gradients skip the update (weights and

@@ -10,27 +10,42 @@ import (
 	"github.com/gotpu/gotpu/xla"
 )
 
-// Evaluate runs the evaluation set and returns HF's metrics (eval_loss, eval_runtime,
-// eval_samples_per_second, eval_steps_per_second), logging them as HF does.
+// Evaluate runs the evaluation set and returns HF's metrics (eval_loss, what
+// Options.ComputeMetrics returns, eval_-prefixed, eval_runtime, eval_samples_per_second,
+// eval_steps_per_second), logging them as HF does.
 func (t *Trainer) Evaluate(ctx context.Context) (metrics map[string]float64, err error) {
 	defer xla.Recover(&err, "trainer.Evaluate")
 	control := TrainerControl{}
-	return t.evaluate(ctx, &Event{Args: &t.args, State: &t.state, Control: &control})
+	return t.evaluate(ctx, &Event{Args: &t.args, State: &t.state, Control: &control}, false)
 }
 
-func (t *Trainer) evaluate(ctx context.Context, ev *Event) (map[string]float64, error) {
+// evaluate runs the evaluation set. Only evaluations during training (inTraining) compete for
+// best_metric, as in HF, where _determine_best_metric runs in _maybe_log_save_evaluate and not
+// in evaluate(): a manual evaluation before or after training must not mark a checkpoint best.
+func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map[string]float64, error) {
 	if t.eval == nil || t.eval.Len() == 0 {
 		return nil, errors.New("trainer: no evaluation data")
 	}
 	start := time.Now()
 	var weighted, examples float64
 	steps := 0
+	var preds predictionCollector
 	err := t.forEachEvalBatch(ctx, t.eval, func(b *data.Batch, _ int) error {
 		lossSum, terms, logits, err := t.stepper.Evaluate(ctx, b)
 		if err != nil {
 			return err
 		}
-		logits.Release()
+		if t.metricsFn != nil {
+			flat, dims, err := logits.Float32s()
+			if err != nil {
+				return err
+			}
+			if err := preds.add(flat, dims, b); err != nil {
+				return err
+			}
+		} else {
+			logits.Release()
+		}
 		if terms > 0 {
 			// HF's evaluation_loop repeats each batch's mean loss per example and averages.
 			weighted += lossSum / terms * float64(b.Size)
@@ -42,6 +57,10 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event) (map[string]float64, 
 	if err != nil {
 		return nil, err
 	}
+	extra, extraKeys, err := preds.metrics(t.metricsFn, "eval")
+	if err != nil {
+		return nil, err
+	}
 	runtime := time.Since(start).Seconds()
 	metrics := map[string]float64{
 		"eval_loss":               weighted / examples,
@@ -49,12 +68,15 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event) (map[string]float64, 
 		"eval_samples_per_second": PyRound(float64(t.eval.Len())/runtime, 3),
 		"eval_steps_per_second":   PyRound(float64(steps)/runtime, 3),
 	}
-	entry := NewLogEntry(
-		JSONMember{"eval_loss", JSONFloatValue(metrics["eval_loss"])},
-		JSONMember{"eval_runtime", JSONFloatValue(metrics["eval_runtime"])},
-		JSONMember{"eval_samples_per_second", JSONFloatValue(metrics["eval_samples_per_second"])},
-		JSONMember{"eval_steps_per_second", JSONFloatValue(metrics["eval_steps_per_second"])},
-	)
+	// HF's order: the loss, compute_metrics' results, then the speed metrics.
+	entry := NewLogEntry(JSONMember{"eval_loss", JSONFloatValue(metrics["eval_loss"])})
+	for _, k := range extraKeys {
+		metrics[k] = extra[k]
+		entry = entry.With(k, JSONFloatValue(extra[k]))
+	}
+	entry = entry.With("eval_runtime", JSONFloatValue(metrics["eval_runtime"])).
+		With("eval_samples_per_second", JSONFloatValue(metrics["eval_samples_per_second"])).
+		With("eval_steps_per_second", JSONFloatValue(metrics["eval_steps_per_second"]))
 	if err := t.logEntry(ctx, ev, entry); err != nil {
 		return nil, err
 	}
@@ -62,6 +84,9 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event) (map[string]float64, 
 	defer func() { ev.Metrics = nil }()
 	if err := t.callbacks.OnEvaluate(ctx, ev); err != nil {
 		return nil, err
+	}
+	if !inTraining {
+		return metrics, nil
 	}
 	// HF's _determine_best_metric runs after on_evaluate (so EarlyStopping compares with the best
 	// of the previous evaluations).
@@ -103,7 +128,8 @@ func (t *Trainer) forEachEvalBatch(ctx context.Context, ds data.Dataset, fn func
 
 // Predictions are the outputs of Predict: logits of every example in dataset order, row-major
 // with shape Dims ([examples, seq, vocab] for a causal LM, [examples, num_labels] for a
-// classifier), and the loss metrics when the dataset has labels.
+// classifier), and the loss metrics (plus Options.ComputeMetrics', "test_"-prefixed) when the
+// dataset has labels.
 type Predictions struct {
 	Logits  []float32
 	Dims    []int
@@ -113,7 +139,7 @@ type Predictions struct {
 // Predict runs the model on ds and returns its logits (HF's trainer.predict).
 func (t *Trainer) Predict(ctx context.Context, ds data.Dataset) (p *Predictions, err error) {
 	defer xla.Recover(&err, "trainer.Predict")
-	p = &Predictions{}
+	var preds predictionCollector
 	var weighted, examples float64
 	err = t.forEachEvalBatch(ctx, ds, func(b *data.Batch, _ int) error {
 		lossSum, terms, logits, err := t.stepper.Evaluate(ctx, b)
@@ -124,14 +150,9 @@ func (t *Trainer) Predict(ctx context.Context, ds data.Dataset) (p *Predictions,
 		if err != nil {
 			return err
 		}
-		if p.Dims == nil {
-			p.Dims = append([]int{0}, dims[1:]...)
+		if err := preds.add(flat, dims, b); err != nil {
+			return err
 		}
-		if len(dims) != len(p.Dims) || (len(dims) == 3 && dims[1] != p.Dims[1]) {
-			return fmt.Errorf("trainer: prediction batches have different shapes %v and %v", p.Dims, dims)
-		}
-		p.Logits = append(p.Logits, flat...)
-		p.Dims[0] += dims[0]
 		if terms > 0 {
 			weighted += lossSum / terms * float64(b.Size)
 			examples += float64(b.Size)
@@ -141,8 +162,19 @@ func (t *Trainer) Predict(ctx context.Context, ds data.Dataset) (p *Predictions,
 	if err != nil {
 		return nil, err
 	}
+	p = &Predictions{Logits: preds.p.Predictions, Dims: preds.p.PredictionDims}
 	if examples > 0 {
 		p.Metrics = map[string]float64{"test_loss": weighted / examples}
+	}
+	extra, _, err := preds.metrics(t.metricsFn, "test")
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if p.Metrics == nil {
+			p.Metrics = map[string]float64{}
+		}
+		p.Metrics[k] = v
 	}
 	return p, nil
 }

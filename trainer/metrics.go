@@ -106,6 +106,30 @@ func ResolvePeakFLOPS(a *TrainingArguments, deviceKind string) float64 {
 	return f
 }
 
+// peakFLOPS resolves the per-device peak for MFU from peak_flops, the runtime's kind or its
+// devices' descriptions. PJRT plugins describe devices differently (go-xla exposes only the
+// debug string, which for libtpu names the core, not the chip generation), so on an
+// accelerator without a match it says once that MFU needs --peak_flops instead of guessing.
+func (t *Trainer) peakFLOPS() float64 {
+	if f := ResolvePeakFLOPS(&t.args, t.rt.Kind()); f > 0 {
+		return f
+	}
+	for _, d := range t.rt.Devices() {
+		if f, ok := LookupPeakFLOPS(d.Description); ok {
+			return f
+		}
+	}
+	if k := t.rt.Kind(); k != "go" && k != "cpu" {
+		desc := ""
+		if ds := t.rt.Devices(); len(ds) > 0 {
+			desc = ds[0].Description
+		}
+		t.log.Info("mfu not reported: unknown peak FLOP/s for this device; pass --peak_flops (see trainer.PeakFLOPSTable)",
+			"kind", k, "device", desc)
+	}
+	return 0
+}
+
 // MFU is model FLOPs utilization: achieved model FLOP/s (tokensPerSecond × flopsPerToken, over
 // all devices) ÷ the devices' peak (numDevices × peakFLOPS). It is 0 when the peak or the
 // per-token FLOPs are unknown.

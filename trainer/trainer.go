@@ -28,6 +28,10 @@ type Options struct {
 	Collator data.Collator
 	// Callbacks run in order after gotpu's own bookkeeping at each event.
 	Callbacks []Callback
+	// ComputeMetrics is HF's compute_metrics (e.g. Accuracy): Evaluate and Predict pass it the
+	// logits and labels of the whole set and report what it returns, "eval_"/"test_"-prefixed.
+	// nil: only the loss.
+	ComputeMetrics ComputeMetrics
 	// Logger receives the run's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// SyncCheckpoints makes each save write its checkpoint before training continues (default:
@@ -50,11 +54,14 @@ type Trainer struct {
 	collator  data.Collator
 	callbacks Callbacks
 	log       *slog.Logger
+	metricsFn ComputeMetrics
 
 	replicas int
 	stepper  *step.Stepper
-	state    TrainerState
-	meter    *Meter
+	// stepCfg builds the stepper again for the model load_best_model_at_end swaps in.
+	stepCfg step.Config
+	state   TrainerState
+	meter   *Meter
 	// newBest is set by an evaluation that produced a new best metric, so that the next
 	// checkpoint becomes best_model_checkpoint (HF's _save_checkpoint).
 	newBest bool
@@ -90,7 +97,7 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	}
 	t := &Trainer{
 		args: args, model: model, train: train, eval: eval, rt: opts.Runtime,
-		collator: opts.Collator, callbacks: Callbacks(opts.Callbacks), log: opts.Logger,
+		collator: opts.Collator, callbacks: Callbacks(opts.Callbacks), log: opts.Logger, metricsFn: opts.ComputeMetrics,
 		replicas: replicas, state: NewTrainerState(), lastSaved: -1,
 		syncSaves: opts.SyncCheckpoints, nonFinite: opts.NonFiniteAt,
 	}
@@ -131,7 +138,8 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if err := model.Context().SetRNGStateFromSeed(int64(args.Seed)); err != nil {
 		return nil, fmt.Errorf("trainer: seeding the RNG: %w", err)
 	}
-	if t.stepper, err = step.New(opts.Runtime, model, step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16}); err != nil {
+	t.stepCfg = step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16}
+	if t.stepper, err = step.New(opts.Runtime, model, t.stepCfg); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -356,7 +364,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	}
 
 	start := time.Now()
-	t.meter = NewMeter(MeterConfig{FLOPsPerToken: t.flopsPerToken(), PeakFLOPS: ResolvePeakFLOPS(&t.args, t.rt.Kind()),
+	t.meter = NewMeter(MeterConfig{FLOPsPerToken: t.flopsPerToken(), PeakFLOPS: t.peakFLOPS(),
 		NumDevices: t.replicas, IncludeTokensPerSecond: true}, start)
 	var (
 		intervalLoss    float64
@@ -475,9 +483,14 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 			}
 			intervalLoss, intervalSteps = 0, 0
 		}
-		if control.ShouldEvaluate && t.eval != nil {
-			if _, err := t.evaluate(ctx, ev); err != nil {
-				return TrainOutput{}, err
+		// An interruption skips or abandons a due evaluation, never the checkpoint after it: the
+		// save is what a restart needs, and evaluating takes long enough to be interrupted often.
+		if control.ShouldEvaluate && t.eval != nil && ctx.Err() == nil {
+			if _, err := t.evaluate(ctx, ev, true); err != nil {
+				if ctx.Err() == nil {
+					return TrainOutput{}, err
+				}
+				t.log.Warn("evaluation interrupted", "step", t.state.GlobalStep, "reason", ctx.Err())
 			}
 		}
 		if control.ShouldSave {
@@ -525,8 +538,14 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		if err != nil {
 			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)
 		}
+		// Evaluate and Predict run through the stepper, which holds the model it was built for:
+		// it must be rebuilt around the best model, or they would go on using the last weights.
+		st, err := step.New(t.rt, best, t.stepCfg)
+		if err != nil {
+			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)
+		}
 		t.log.Info("loaded the best model", "checkpoint", *t.state.BestModelCheckpoint, "metric", t.args.MetricForBestModel)
-		t.model = best
+		t.model, t.stepper = best, st
 	}
 	t.log.Info("training done", "steps", t.state.GlobalStep, "train_loss", trainLoss, "runtime_s", runtime,
 		"input_wait_s", loader.Stats().InputWaitSeconds)
