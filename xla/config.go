@@ -14,6 +14,12 @@ const (
 	DeviceGo   = "go"   // GoMLX's pure-Go backend: always available, no cgo, no plugin
 )
 
+// Pure-Go backends accepted by Config.GoBackend.
+const (
+	GoBackendSimpleGo = "simplego" // GoMLX's simplego (the default)
+	GoBackendGotpu    = "gotpu"    // gotpu's own CPU backend: DotGeneral on gotpu's GEMM, other ops on simplego
+)
+
 // Config selects and configures the device runtime. The zero value is not valid; start from
 // DefaultConfig.
 type Config struct {
@@ -27,6 +33,11 @@ type Config struct {
 
 	// PluginPath is a PJRT plugin file (or a directory holding one) to use instead of searching.
 	PluginPath string `json:"plugin_path,omitempty"`
+
+	// GoBackend chooses the pure-Go backend that runs Device "go" (and "auto" when no accelerator
+	// plugin is found): "" or "simplego" for GoMLX's simplego, "gotpu" for gotpu's own CPU
+	// backend (matrix products on gotpu's AVX-512/AVX2 GEMM, everything else on simplego).
+	GoBackend string `json:"go_backend,omitempty"`
 
 	// StockDotGradients makes graphs built on this runtime use GoMLX's own Dot/DotGeneral gradients
 	// instead of gotpu's. They are correct but, on the pure-Go backend, orders of magnitude slower
@@ -64,6 +75,14 @@ func (c Config) Validate() error {
 	}
 	if c.NumDevices > maxVirtualDevices {
 		return fmt.Errorf("xla.Config.NumDevices: %d is more than %d", c.NumDevices, maxVirtualDevices)
+	}
+	switch strings.ToLower(strings.TrimSpace(c.GoBackend)) {
+	case "", GoBackendSimpleGo, GoBackendGotpu:
+	default:
+		return fmt.Errorf("xla.Config.GoBackend: %q is not one of simplego, gotpu", c.GoBackend)
+	}
+	if d := normalizedDevice(c.Device); c.GoBackend != "" && d != DeviceGo && d != DeviceAuto {
+		return fmt.Errorf("xla.Config.GoBackend: set to %q but Device is %q, which does not use the pure-Go backend", c.GoBackend, c.Device)
 	}
 	if c.PluginPath != "" && normalizedDevice(c.Device) == DeviceGo {
 		return fmt.Errorf("xla.Config.PluginPath: set to %q but Device is \"go\", which uses no plugin", c.PluginPath)

@@ -7,6 +7,10 @@
 // developed and tested without an accelerator; a v3-8 exposes 8 devices and a v4-8 exposes 4, so
 // nothing here assumes a count.
 //
+// Two pure-Go backends: Config.GoBackend "simplego" (the default) is GoMLX's simplego; "gotpu" is
+// gotpu's own CPU backend (internal/gobackend), which records the graph, runs matrix products on
+// gotpu's AVX-512/AVX2 GEMM and replays everything else into simplego segments (issue #7, step 1).
+//
 // Plugin discovery is local: it stats files and reads ELF symbol tables, never downloads, and never
 // loads a file that does not export GetPjrtApi. With Device "auto" a TPU plugin wins over a CUDA
 // one and the XLA CPU plugin is never picked implicitly (GoMLX's own order would silently run a TPU

@@ -10,6 +10,8 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
+
+	"github.com/gotpu/gotpu/xla/internal/gobackend"
 )
 
 // Device is one device (replica) of a runtime.
@@ -122,7 +124,13 @@ func choosePlugin(cfg Config, env searchEnv) (*Plugin, error) {
 const simpleGoConfig = "ops_sequential"
 
 func (r *Runtime) openGo() error {
-	b, err := simplego.New(simpleGoConfig)
+	var b backends.Backend
+	var err error
+	if strings.EqualFold(strings.TrimSpace(r.cfg.GoBackend), GoBackendGotpu) {
+		b, err = gobackend.New(gobackend.Config{})
+	} else {
+		b, err = simplego.New(simpleGoConfig)
+	}
 	if err != nil {
 		return fmt.Errorf("xla.Open: pure-Go backend: %w", err)
 	}

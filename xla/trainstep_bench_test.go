@@ -46,10 +46,10 @@ type trainer struct {
 	shape benchShape
 }
 
-func newTrainer(tb testing.TB, s benchShape, stock bool) *trainer {
+func newTrainer(tb testing.TB, s benchShape, stock bool, goBackend string) *trainer {
 	tb.Helper()
 	ctx := context.Background()
-	rt, err := xla.Open(ctx, xla.Config{Device: xla.DeviceGo, StockDotGradients: stock})
+	rt, err := xla.Open(ctx, xla.Config{Device: xla.DeviceGo, StockDotGradients: stock, GoBackend: goBackend})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -184,21 +184,23 @@ func reportStep(b *testing.B, s benchShape, ms float64) {
 	b.ReportMetric(float64(s.batch*s.seq)/(ms/1000), "tokens/s")
 }
 
-// BenchmarkTrainStep runs AdamW training steps of GPT-2-shaped models on the pure-Go backend with
-// gotpu's matmul gradients, reporting ms/step, tokens/s, peak Go heap and peak RSS. Each b.N is
-// one timed step after one warm-up step.
+// BenchmarkTrainStep runs AdamW training steps of GPT-2-shaped models on each pure-Go backend
+// (simplego, and gotpu's own) with gotpu's matmul gradients, reporting ms/step, tokens/s, peak Go
+// heap and peak RSS. Each b.N is one timed step after one warm-up step.
 func BenchmarkTrainStep(b *testing.B) {
 	for _, s := range []benchShape{fullShape, reducedShape} {
-		b.Run(s.name+"/gotpu", func(b *testing.B) {
-			w := watchMemory()
-			tr := newTrainer(b, s, false)
-			defer tr.close()
-			ms, first := measure(b, tr, 1, b.N)
-			b.ReportMetric(float64(first.Milliseconds()), "first-step-ms")
-			reportStep(b, s, ms)
-			b.ReportMetric(float64(w.finish())/(1<<20), "peak-heap-MiB")
-			b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
-		})
+		for _, backend := range []string{xla.GoBackendSimpleGo, xla.GoBackendGotpu} {
+			b.Run(s.name+"/"+backend, func(b *testing.B) {
+				w := watchMemory()
+				tr := newTrainer(b, s, false, backend)
+				defer tr.close()
+				ms, first := measure(b, tr, 1, b.N)
+				b.ReportMetric(float64(first.Milliseconds()), "first-step-ms")
+				reportStep(b, s, ms)
+				b.ReportMetric(float64(w.finish())/(1<<20), "peak-heap-MiB")
+				b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
+			})
+		}
 	}
 }
 
@@ -210,7 +212,7 @@ func BenchmarkDotGradientSpeedup(b *testing.B) {
 	var stockRSS, oursRSS uint64
 	for _, stock := range []bool{true, false} {
 		w := watchMemory()
-		tr := newTrainer(b, s, stock)
+		tr := newTrainer(b, s, stock, xla.GoBackendSimpleGo)
 		ms, _ := measure(b, tr, 1, max(b.N, 2))
 		tr.close()
 		w.finish()
@@ -228,22 +230,26 @@ func BenchmarkDotGradientSpeedup(b *testing.B) {
 	fmt.Fprintf(os.Stderr, "reduced GPT-2 shape %+v: stock %.0f ms/step, gotpu %.0f ms/step, speedup %.1fx\n", s, stockMS, oursMS, stockMS/oursMS)
 }
 
-// BenchmarkHeapGrowth runs 50 training steps at the full shape and reports the live heap (after
-// GC) at step 10 and step 50: a training loop must not leak per step.
+// BenchmarkHeapGrowth runs 50 training steps at the full shape on each pure-Go backend and
+// reports the live heap (after GC) at step 10 and step 50: a training loop must not leak per step.
 func BenchmarkHeapGrowth(b *testing.B) {
-	tr := newTrainer(b, fullShape, false)
-	defer tr.close()
-	var at10, at50 uint64
-	for i := 1; i <= 50; i++ {
-		tr.step(b)
-		switch i {
-		case 10:
-			at10 = liveHeap()
-		case 50:
-			at50 = liveHeap()
-		}
+	for _, backend := range []string{xla.GoBackendSimpleGo, xla.GoBackendGotpu} {
+		b.Run(backend, func(b *testing.B) {
+			tr := newTrainer(b, fullShape, false, backend)
+			defer tr.close()
+			var at10, at50 uint64
+			for i := 1; i <= 50; i++ {
+				tr.step(b)
+				switch i {
+				case 10:
+					at10 = liveHeap()
+				case 50:
+					at50 = liveHeap()
+				}
+			}
+			b.ReportMetric(float64(at10)/(1<<20), "heap@10-MiB")
+			b.ReportMetric(float64(at50)/(1<<20), "heap@50-MiB")
+			b.ReportMetric(100*(float64(at50)-float64(at10))/float64(at10), "growth-%")
+		})
 	}
-	b.ReportMetric(float64(at10)/(1<<20), "heap@10-MiB")
-	b.ReportMetric(float64(at50)/(1<<20), "heap@50-MiB")
-	b.ReportMetric(100*(float64(at50)-float64(at10))/float64(at10), "growth-%")
 }

@@ -12,9 +12,14 @@ import (
 	"github.com/gotpu/gotpu/xla"
 )
 
-func openGo(t testing.TB) *xla.Runtime {
+func openGo(t testing.TB) *xla.Runtime { return openGoBackend(t, xla.GoBackendSimpleGo) }
+
+// goBackends are the pure-Go backends the fixture parity tests run on, with the same tolerances.
+var goBackends = []string{xla.GoBackendSimpleGo, xla.GoBackendGotpu}
+
+func openGoBackend(t testing.TB, backend string) *xla.Runtime {
 	t.Helper()
-	rt, err := xla.Open(context.Background(), xla.Config{Device: "go"})
+	rt, err := xla.Open(context.Background(), xla.Config{Device: "go", GoBackend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +28,12 @@ func openGo(t testing.TB) *xla.Runtime {
 }
 
 func TestFixtureParity(t *testing.T) {
-	rt := openGo(t)
+	for _, backend := range goBackends {
+		t.Run(backend, func(t *testing.T) { fixtureParity(t, openGoBackend(t, backend)) })
+	}
+}
+
+func fixtureParity(t *testing.T, rt *xla.Runtime) {
 	const fixture = "llama-tiny"
 	ref := reftest.Read(t, fixture)
 	m, err := Load(context.Background(), rt, filepath.Join(reftest.Dir(t), fixture), core.LoadOptions{})

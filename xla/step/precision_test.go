@@ -8,12 +8,13 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // trainLosses runs steps updates on the same batch and returns the losses.
-func trainLosses(t *testing.T, cfg Config, fixture string, b *data.Batch, steps int, lr float64) []float64 {
+func trainLosses(t *testing.T, backend string, cfg Config, fixture string, b *data.Batch, steps int, lr float64) []float64 {
 	t.Helper()
-	rt := openGo(t)
+	rt := openGoBackend(t, backend)
 	m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +41,16 @@ func trainLosses(t *testing.T, cfg Config, fixture string, b *data.Batch, steps 
 // bf16's precision on the first step (8 bits of mantissa, ~0.4% per value: 1% is generous), then
 // follows the float32 run (training amplifies the differences: 5% after 5 fast steps) and learns.
 func TestBF16MixedPrecision(t *testing.T) {
+	for _, backend := range goBackends {
+		t.Run(backend, func(t *testing.T) { bf16MixedPrecision(t, backend) })
+	}
+}
+
+func bf16MixedPrecision(t *testing.T, backend string) {
 	b := randomBatch(rand.New(rand.NewPCG(5, 6)), 4, 16, 512)
 	opt := DefaultAdamW()
-	f32 := trainLosses(t, Config{Optimizer: opt, NumReplicas: 1}, "llama-tiny", b, 5, 3e-3)
-	bf16 := trainLosses(t, Config{Optimizer: opt, NumReplicas: 1, BF16: true}, "llama-tiny", b, 5, 3e-3)
+	f32 := trainLosses(t, backend, Config{Optimizer: opt, NumReplicas: 1}, "llama-tiny", b, 5, 3e-3)
+	bf16 := trainLosses(t, backend, Config{Optimizer: opt, NumReplicas: 1, BF16: true}, "llama-tiny", b, 5, 3e-3)
 	for i := range f32 {
 		tol := 5e-2
 		if i == 0 {
@@ -66,7 +73,7 @@ func TestBF16MixedPrecision(t *testing.T) {
 func TestAdafactorLearns(t *testing.T) {
 	b := randomBatch(rand.New(rand.NewPCG(7, 8)), 4, 16, 512)
 	opt := Optimizer{Name: "adafactor", WeightDecay: 0.01, MaxGradNorm: 1}
-	losses := trainLosses(t, Config{Optimizer: opt, NumReplicas: 1}, "llama-tiny", b, 6, 1e-2)
+	losses := trainLosses(t, xla.GoBackendSimpleGo, Config{Optimizer: opt, NumReplicas: 1}, "llama-tiny", b, 6, 1e-2)
 	if !(losses[len(losses)-1] < losses[0]-0.1) {
 		t.Fatalf("Adafactor did not learn: %v", losses)
 	}

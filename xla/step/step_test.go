@@ -85,8 +85,15 @@ func (r *reference) hostBatch(t *testing.T, causal bool) *data.Batch {
 	return b
 }
 
-func openGo(t testing.TB) *xla.Runtime {
-	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceGo})
+func openGo(t testing.TB) *xla.Runtime { return openGoBackend(t, xla.GoBackendSimpleGo) }
+
+// goBackends are the pure-Go backends the fixture, equivalence and precision tests run on, with
+// the same tolerances.
+var goBackends = []string{xla.GoBackendSimpleGo, xla.GoBackendGotpu}
+
+func openGoBackend(t testing.TB, backend string) *xla.Runtime {
+	t.Helper()
+	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceGo, GoBackend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +108,12 @@ func hfName(name string) string { return strings.TrimPrefix(name, "transformer."
 // norms and every parameter's sum and L2 with the PyTorch reference (HF Trainer's decay groups,
 // torch AdamW): constant LR without and with clipping, and HF's linear schedule with warmup.
 func TestFixtureAdamW(t *testing.T) {
+	for _, backend := range goBackends {
+		t.Run(backend, func(t *testing.T) { fixtureAdamW(t, backend) })
+	}
+}
+
+func fixtureAdamW(t *testing.T, backend string) {
 	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny"} {
 		ref, all := readReference(t, fixture)
 		for _, run := range []string{"adamw", "adamw_clip1", "adamw_linear_warmup", "adamw_linear_warmup_clip1"} {
@@ -113,7 +126,7 @@ func TestFixtureAdamW(t *testing.T) {
 				if err := json.Unmarshal(rawRun, &want); err != nil {
 					t.Fatal(err)
 				}
-				rt := openGo(t)
+				rt := openGoBackend(t, backend)
 				m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
 				if err != nil {
 					t.Fatal(err)
@@ -269,6 +282,12 @@ func split(b *data.Batch, n int) []*data.Batch {
 // have attention key biases whose true gradient is zero, and AdamW turns the rounding noise of
 // each layout into different full-size steps there (see zeroTrueGradient).
 func TestReplicaEquivalence(t *testing.T) {
+	for _, backend := range goBackends {
+		t.Run(backend, func(t *testing.T) { replicaEquivalence(t, backend) })
+	}
+}
+
+func replicaEquivalence(t *testing.T, backend string) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const steps = 5
 	batches := make([]*data.Batch, steps)
@@ -295,7 +314,7 @@ func TestReplicaEquivalence(t *testing.T) {
 	var base map[string][]float64
 	var baseLosses []float64
 	for _, l := range layouts {
-		rt := openGo(t)
+		rt := openGoBackend(t, backend)
 		m, err := models.Load(context.Background(), rt, fixtureDir("llama-tiny"), models.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,367 @@
+package gobackend
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+// step is one unit of execution: a fallback segment or a native operation.
+type step struct {
+	seg *segment
+	dot *nativeDot
+	// release lists the values whose last reader is this step; their buffers are freed after it
+	// (or donated to it, for a segment) unless they are outputs of the program.
+	release []int
+}
+
+// segment is a run of fallback operations compiled into one simplego executable.
+type segment struct {
+	name    string
+	exec    backends.Executable
+	inputs  []int // value ids fed as the executable's parameters, in order
+	outputs []int // value ids of its outputs, in order
+}
+
+// nativeDot is a DotGeneral (or Dot) run on the GEMM.
+type nativeDot struct {
+	plan          *dotPlan
+	lhs, rhs, out int // value ids
+}
+
+// Compile partitions the recorded graph into native operations and fallback segments and
+// compiles the segments (see the package documentation).
+func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
+	if len(shardings) > 0 {
+		return nil, fmt.Errorf("gobackend: computation %q: output shardings are not supported (one device)", b.name)
+	}
+	if b.compiled {
+		return nil, fmt.Errorf("gobackend: computation %q is already compiled", b.name)
+	}
+	outs, err := b.ops(backends.OpTypeInvalid, outputs)
+	if err != nil {
+		return nil, fmt.Errorf("gobackend: Compile outputs: %w", err)
+	}
+	b.compiled = true
+	e, err := b.compile(outs)
+	// The shape builder is no longer needed; drop it (and the simplego nodes it holds).
+	b.shadow = nil
+	for _, v := range b.values {
+		v.shadow = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (b *Builder) compile(outs []*value) (*Executable, error) {
+	// Liveness: only nodes some output depends on are executed.
+	needed := make([]bool, len(b.nodes))
+	for _, v := range outs {
+		needed[v.node.id] = true
+	}
+	for i := len(b.nodes) - 1; i >= 0; i-- {
+		if !needed[i] {
+			continue
+		}
+		for _, in := range b.nodes[i].inputs {
+			needed[in.node.id] = true
+		}
+	}
+
+	// Native plans.
+	plans := make([]*dotPlan, len(b.nodes))
+	for _, n := range b.nodes {
+		if !needed[n.id] {
+			continue
+		}
+		ax, ok := dotAxesOf(n)
+		if !ok || !nativeDotDType(n.outputs[0].shape.DType) {
+			continue
+		}
+		p, err := planDot(n.inputs[0].shape, n.inputs[1].shape, n.outputs[0].shape, ax)
+		if err != nil {
+			// The shape builder accepted this product, so a plan failure is a bug here, not in
+			// the graph; fail loudly rather than fall back silently.
+			return nil, fmt.Errorf("gobackend: computation %q: %s #%d (%s x %s): %w",
+				b.name, n.op, n.id, n.inputs[0].shape, n.inputs[1].shape, err)
+		}
+		plans[n.id] = p
+	}
+
+	// Scheduling, as soon as possible: segment s runs at time 2s and native wave w at 2w+1. A
+	// value made at time t can be read by anything at a later time, and by later operations of
+	// its own segment; parameters exist before time 0. Each operation gets the earliest slot of
+	// its kind that comes after all its operands.
+	avail := make([]int, len(b.values))
+	slot := make([]int, len(b.nodes)) // segment or wave number
+	maxSlot := 0
+	for _, n := range b.nodes {
+		if !needed[n.id] {
+			continue
+		}
+		s := 0
+		for _, in := range n.inputs {
+			a := avail[in.id]
+			s = max(s, (a+1)/2) // ceil(a/2) for a >= -1
+		}
+		slot[n.id] = s
+		maxSlot = max(maxSlot, s)
+		t := 2 * s
+		switch {
+		case n.op == backends.OpTypeParameter:
+			t = -1
+		case plans[n.id] != nil:
+			t = 2*s + 1
+		}
+		for _, v := range n.outputs {
+			avail[v.id] = t
+		}
+	}
+
+	// Who reads each value, and whether a reader is in another step (then the value must be
+	// exported from its segment).
+	isOutput := make([]bool, len(b.values))
+	for _, v := range outs {
+		isOutput[v.id] = true
+	}
+	exported := make([]bool, len(b.values))
+	for _, n := range b.nodes {
+		if !needed[n.id] {
+			continue
+		}
+		for _, in := range n.inputs {
+			producer := in.node
+			switch {
+			case producer.op == backends.OpTypeParameter:
+			case producer.op == backends.OpTypeConstant && plans[n.id] == nil:
+				// Constants are replayed into each segment that reads them, not passed as buffers.
+			case plans[n.id] != nil || plans[producer.id] != nil || slot[n.id] != slot[producer.id]:
+				exported[in.id] = true
+			}
+		}
+	}
+	for _, v := range outs {
+		if v.node.op != backends.OpTypeParameter {
+			exported[v.id] = true
+		}
+	}
+
+	e := &Executable{backend: b.backend, name: b.name, numValues: len(b.values)}
+	for _, p := range b.params {
+		e.inputs = append(e.inputs, p.outputs[0].id)
+		e.inputNames = append(e.inputNames, p.paramName)
+		e.inputShapes = append(e.inputShapes, p.outputs[0].shape.Clone())
+	}
+	for _, v := range outs {
+		e.outputs = append(e.outputs, v.id)
+		e.outputShapes = append(e.outputShapes, v.shape.Clone())
+	}
+	e.isOutput = isOutput
+
+	ok := false
+	defer func() {
+		if !ok {
+			e.Finalize()
+		}
+	}()
+	for s := 0; s <= maxSlot; s++ {
+		seg, err := b.buildSegment(s, needed, plans, slot, exported)
+		if err != nil {
+			return nil, err
+		}
+		if seg != nil {
+			e.steps = append(e.steps, step{seg: seg})
+		}
+		for _, n := range b.nodes {
+			if needed[n.id] && plans[n.id] != nil && slot[n.id] == s {
+				e.steps = append(e.steps, step{dot: &nativeDot{plan: plans[n.id],
+					lhs: n.inputs[0].id, rhs: n.inputs[1].id, out: n.outputs[0].id}})
+			}
+		}
+	}
+
+	// Last readers, for freeing and donating intermediate buffers.
+	lastUse := make([]int, len(b.values))
+	for i := range lastUse {
+		lastUse[i] = -1
+	}
+	for i, st := range e.steps {
+		if st.seg != nil {
+			for _, v := range st.seg.inputs {
+				lastUse[v] = i
+			}
+		} else {
+			lastUse[st.dot.lhs], lastUse[st.dot.rhs] = i, i
+		}
+	}
+	for v, i := range lastUse {
+		if i >= 0 && !isOutput[v] {
+			e.steps[i].release = append(e.steps[i].release, v)
+		}
+	}
+	e.lastUse = lastUse
+
+	e.nodes = len(b.nodes)
+	st := e.Stats()
+	slog.Debug("gobackend: compiled", "computation", b.name, "nodes", st.Nodes, "segments", st.Segments,
+		"native", st.Native, "packed_operands", st.PackedOperands)
+	ok = true
+	return e, nil
+}
+
+// buildSegment replays the fallback operations of slot s into a simplego builder and compiles
+// them; it returns nil if the slot has none that anything reads.
+func (b *Builder) buildSegment(s int, needed []bool, plans []*dotPlan, slot []int, exported []bool) (*segment, error) {
+	var members []*node
+	hasExport := false
+	for _, n := range b.nodes {
+		if !needed[n.id] || plans[n.id] != nil || slot[n.id] != s || n.op == backends.OpTypeParameter {
+			continue
+		}
+		if n.op == backends.OpTypeConstant && !exported[n.outputs[0].id] {
+			continue // replayed where read
+		}
+		members = append(members, n)
+		for _, v := range n.outputs {
+			hasExport = hasExport || exported[v.id]
+		}
+	}
+	if !hasExport {
+		return nil, nil
+	}
+	name := fmt.Sprintf("%s/segment-%d", b.name, s)
+	sb := b.backend.sg.Builder(name)
+	seg := &segment{name: name}
+	local := map[int]backends.Op{}
+	// operand returns the segment's op for value v: made in this segment, a replayed constant, or
+	// a new parameter fed from another step.
+	operand := func(v *value) (backends.Op, error) {
+		if op, ok := local[v.id]; ok {
+			return op, nil
+		}
+		var op backends.Op
+		var err error
+		if v.node.op == backends.OpTypeConstant && !exported[v.id] {
+			var outs []backends.Op
+			outs, err = v.node.replay(sb, nil)
+			if err == nil {
+				op = outs[0]
+			}
+		} else {
+			op, err = sb.Parameter(fmt.Sprintf("v%d", v.id), v.shape, nil)
+			seg.inputs = append(seg.inputs, v.id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		local[v.id] = op
+		return op, nil
+	}
+	var exports []backends.Op
+	for _, n := range members {
+		in := make([]backends.Op, len(n.inputs))
+		for i, v := range n.inputs {
+			op, err := operand(v)
+			if err != nil {
+				return nil, fmt.Errorf("gobackend: computation %q: %s #%d operand %d: %w", b.name, n.op, n.id, i, err)
+			}
+			in[i] = op
+		}
+		outs, err := n.replay(sb, in)
+		if err != nil {
+			return nil, fmt.Errorf("gobackend: computation %q: fallback of %s #%d: %w", b.name, n.op, n.id, err)
+		}
+		for i, v := range n.outputs {
+			if i >= len(outs) {
+				return nil, fmt.Errorf("gobackend: computation %q: fallback of %s #%d returned %d outputs, recorded %d",
+					b.name, n.op, n.id, len(outs), len(n.outputs))
+			}
+			local[v.id] = outs[i]
+			if exported[v.id] {
+				exports = append(exports, outs[i])
+				seg.outputs = append(seg.outputs, v.id)
+			}
+		}
+	}
+	exec, err := sb.Compile(exports, nil)
+	if err != nil {
+		return nil, fmt.Errorf("gobackend: computation %q: compiling %s: %w", b.name, name, err)
+	}
+	seg.exec = exec
+	return seg, nil
+}
+
+// Executable runs a compiled computation: its steps in order, passing simplego buffers between
+// them. It is safe for concurrent use.
+type Executable struct {
+	backend      *Backend
+	name         string
+	numValues    int
+	inputs       []int
+	inputNames   []string
+	inputShapes  []shapes.Shape
+	outputs      []int
+	outputShapes []shapes.Shape
+	steps        []step
+	nodes        int
+	isOutput     []bool
+	lastUse      []int
+}
+
+var _ backends.Executable = (*Executable)(nil)
+
+// Finalize releases the segments' executables.
+func (e *Executable) Finalize() {
+	for _, st := range e.steps {
+		if st.seg != nil && st.seg.exec != nil {
+			st.seg.exec.Finalize()
+		}
+	}
+}
+
+func (e *Executable) Inputs() ([]string, []shapes.Shape) {
+	shs := make([]shapes.Shape, len(e.inputShapes))
+	for i, s := range e.inputShapes {
+		shs[i] = s.Clone()
+	}
+	return append([]string(nil), e.inputNames...), shs
+}
+
+func (e *Executable) Outputs() []shapes.Shape {
+	shs := make([]shapes.Shape, len(e.outputShapes))
+	for i, s := range e.outputShapes {
+		shs[i] = s.Clone()
+	}
+	return shs
+}
+
+// Stats describes how a computation was split.
+type Stats struct {
+	Nodes          int // operations recorded
+	Segments       int // fallback segments (simplego executables)
+	Native         int // native products
+	PackedOperands int // operands of native products transposed into a packed buffer first
+}
+
+// Stats reports how the computation was split (tests and benchmarks log it).
+func (e *Executable) Stats() Stats {
+	s := Stats{Nodes: e.nodes}
+	for _, st := range e.steps {
+		if st.seg != nil {
+			s.Segments++
+			continue
+		}
+		s.Native++
+		if st.dot.plan.lhs.perm != nil {
+			s.PackedOperands++
+		}
+		if st.dot.plan.rhs.perm != nil {
+			s.PackedOperands++
+		}
+	}
+	return s
+}

@@ -1,0 +1,77 @@
+// Package gobackend is gotpu's own CPU backend for GoMLX, step 1 of issue #7: a
+// backends.Backend whose matrix products (DotGeneral and Dot, float32 and bfloat16) run on
+// gotpu's GEMM (xla/internal/gemm: AVX-512/AVX2 assembly, pure-Go fallback) and whose other
+// operations run on GoMLX's simplego. Later steps move more operations to native code; the
+// structure below is meant to make each of them local: teach the planner that an operation is
+// native and give it a kernel.
+//
+// xla.Open selects it with xla.Config{Device: "go", GoBackend: "gotpu"}; simplego stays the
+// default until the measurements decide otherwise.
+//
+// # The IR
+//
+// A Builder records the computation instead of building it. Each call of a backends.Builder
+// operation adds a node: its OpType, its operands (values of earlier nodes, flattened in argument
+// order), its other arguments copied as attributes, its output shapes, and a replay function
+// that issues the same call on another backends.Builder. The ~100 recording methods are
+// generated (gen_ops.go, by internal/genops, which reflects over backends.StandardOps and
+// backends.CollectiveOps; run `go generate` after a GoMLX upgrade). Nodes are numbered in
+// recording order, which is topological.
+//
+// Output shapes come from replaying every operation, as it is recorded, on a simplego builder
+// that is never compiled (the shape builder). simplego derives them with GoMLX's
+// backends/shapeinference (and its own rules for the operations shapeinference does not cover),
+// so the shapes, and the argument errors, are exactly those the fallback will see; an operation
+// simplego does not implement fails right there, with an error naming it. Native products are
+// planned from the same shapes and cross-checked at Compile.
+//
+// # Native and fallback operations, segments
+//
+// At Compile every operation an output depends on is either native (a DotGeneral/Dot in float32
+// or bfloat16) or fallback (everything else). Operations are scheduled as soon as possible into
+// alternating slots: fallback segment 0, native wave 0, segment 1, wave 1, ... — each operation
+// goes to the first slot of its kind after all its operands, so the number of segments is the
+// depth of the longest chain of products plus one, not the number of products. Each segment is
+// replayed into its own simplego builder (values from other slots become its parameters,
+// values read elsewhere its outputs; constants are replayed into each segment that reads them
+// rather than passed around) and compiled as a simplego executable.
+//
+// A native product maps onto gemm's batched C = op(A)·op(B): batch axes → Batch, lhs free axes
+// → M, rhs free axes → N, contracting axes → K. An operand whose axes are already
+// [batch, M, K] or [batch, K, M] (lhs), [batch, K, N] or [batch, N, K] (rhs) is read in place,
+// with the GEMM's transpose flags; otherwise it is first transposed into a packed scratch buffer.
+// The contracting pairs may be flattened in any common order, and the planner picks the one that
+// copies least. The output layout [batch, lhsFree, rhsFree] is the GEMM's row-major C, so it is
+// written in place. bfloat16 products widen while packing, accumulate in float32 and round once.
+//
+// # Buffers
+//
+// Buffers are simplego's (the backend's data interface is simplego's), so segments take and
+// return them directly, and native products read and write their flat slices (BufferData,
+// NewSharedBuffer) with no copies. An execution frees each intermediate buffer after its last
+// reader (into simplego's pool, which the next step reuses: steady-state training does not grow
+// the heap), and donates an owned buffer to the segment that reads it last, so simplego may
+// update it in place. A donated input is handed on the same way; an input that was not donated
+// is never freed or written, and is copied if it is also an output.
+//
+// # Concurrency
+//
+// Builders are single-goroutine, as GoMLX uses them. Executables are safe for concurrent use:
+// each execution has its own buffer table and takes a worker (a gemm.Pool with its packing
+// buffers, and transposition scratch) from the backend's free list, creating one if all are
+// busy. A product uses Config.Threads goroutines (GOMAXPROCS by default) that gemm starts and
+// joins within the call; segments run on the calling goroutine with simplego's sequential
+// executor (its parallel one deadlocks in GoMLX v0.26.0 and loses panics), so a kernel panic
+// reaches the caller, where xla's Program recovers it into an error.
+//
+// # Errors
+//
+// Operand errors (nil, foreign, another computation's) and argument errors are returned when the
+// operation is recorded, naming the operation and the computation; an operation neither native
+// nor implemented by simplego fails there too, naming it. Compile fails if a segment cannot be
+// built. Execute checks every input's shape against its parameter (naming it) and returns GEMM
+// and segment failures wrapped with the computation's name, freeing the buffers it owns.
+//
+// Not yet: multiple devices (one device; xla's virtual devices run replicas on it as with
+// simplego) and collectives, sharding, native elementwise/reduction/gather kernels.
+package gobackend

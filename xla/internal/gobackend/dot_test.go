@@ -1,0 +1,231 @@
+package gobackend
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/gotpu/gotpu/xla/internal/gemm"
+)
+
+func newSimpleGo(t testing.TB) backends.Backend {
+	t.Helper()
+	b, err := simplego.New(fallbackConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Finalize)
+	return b
+}
+
+func newGotpu(t testing.TB, cfg Config) *Backend {
+	t.Helper()
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Finalize)
+	return b
+}
+
+// randomTensor returns a tensor of dims with values uniform in [-1, 1).
+func randomTensor(rng *rand.Rand, dt dtypes.DType, dims ...int) *tensors.Tensor {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	switch dt {
+	case dtypes.Float32:
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = rng.Float32()*2 - 1
+		}
+		return tensors.FromFlatDataAndDimensions(x, dims...)
+	case dtypes.BFloat16:
+		x := make([]bfloat16.BFloat16, n)
+		for i := range x {
+			x[i] = bfloat16.FromFloat32(rng.Float32()*2 - 1)
+		}
+		return tensors.FromFlatDataAndDimensions(x, dims...)
+	}
+	panic(fmt.Sprintf("randomTensor: dtype %s", dt))
+}
+
+// asFloat64 returns a tensor's values as float64 (float32 or bfloat16 tensors).
+func asFloat64(t testing.TB, x *tensors.Tensor) []float64 {
+	t.Helper()
+	var out []float64
+	switch x.DType() {
+	case dtypes.Float32:
+		for _, v := range tensors.MustCopyFlatData[float32](x) {
+			out = append(out, float64(v))
+		}
+	case dtypes.BFloat16:
+		for _, v := range tensors.MustCopyFlatData[bfloat16.BFloat16](x) {
+			out = append(out, float64(v.Float32()))
+		}
+	default:
+		t.Fatalf("asFloat64: dtype %s", x.DType())
+	}
+	return out
+}
+
+// run executes fn on backend with the inputs and returns the outputs.
+func run(t testing.TB, backend backends.Backend, fn func(xs []*graph.Node) []*graph.Node, inputs ...*tensors.Tensor) []*tensors.Tensor {
+	t.Helper()
+	exec, err := graph.NewExec(backend, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Finalize()
+	args := make([]any, len(inputs))
+	for i, x := range inputs {
+		c, err := x.LocalClone() // a tensor may only live on one backend
+		if err != nil {
+			t.Fatal(err)
+		}
+		args[i] = c
+	}
+	outs, err := exec.Exec(args...)
+	if err != nil {
+		t.Fatalf("%s: %v", backend.Name(), err)
+	}
+	return outs
+}
+
+// assertClose compares got and want elementwise with |got-want| <= tol*(1+|want|).
+func assertClose(t testing.TB, what string, got, want *tensors.Tensor, tol float64) {
+	t.Helper()
+	if !got.Shape().Equal(want.Shape()) {
+		t.Fatalf("%s: shape %s, want %s", what, got.Shape(), want.Shape())
+	}
+	g, w := asFloat64(t, got), asFloat64(t, want)
+	worst, at := 0.0, -1
+	for i := range g {
+		if math.IsNaN(g[i]) != math.IsNaN(w[i]) {
+			t.Fatalf("%s: element %d is %g, want %g", what, i, g[i], w[i])
+		}
+		if e := math.Abs(g[i]-w[i]) / (1 + math.Abs(w[i])); e > worst {
+			worst, at = e, i
+		}
+	}
+	if worst > tol {
+		t.Fatalf("%s: element %d is %g, want %g (relative error %.3g > %.3g)", what, at, g[at], w[at], worst, tol)
+	}
+}
+
+// dotCase is one DotGeneral layout.
+type dotCase struct {
+	name                     string
+	lhs, rhs                 []int
+	lhsContract, lhsBatch    []int
+	rhsContract, rhsBatch    []int
+	wantLHSCopy, wantRHSCopy bool // the plan must (not) pack the operand first
+}
+
+var dotCases = []dotCase{
+	{"matmul", []int{7, 129}, []int{129, 33}, []int{1}, nil, []int{0}, nil, false, false},
+	{"lhs-transposed", []int{129, 7}, []int{129, 33}, []int{0}, nil, []int{0}, nil, false, false},
+	{"rhs-transposed", []int{7, 129}, []int{33, 129}, []int{1}, nil, []int{1}, nil, false, false},
+	{"both-transposed", []int{65, 1}, []int{17, 65}, []int{0}, nil, []int{1}, nil, false, false},
+	{"ones", []int{1, 1}, []int{1, 1}, []int{1}, nil, []int{0}, nil, false, false},
+	{"k1", []int{7, 1}, []int{1, 129}, []int{1}, nil, []int{0}, nil, false, false},
+	{"vector-vector", []int{129}, []int{129}, []int{0}, nil, []int{0}, nil, false, false},
+	{"matrix-vector", []int{33, 129}, []int{129}, []int{1}, nil, []int{0}, nil, false, false},
+	{"batched", []int{3, 7, 65}, []int{3, 65, 17}, []int{2}, []int{0}, []int{1}, []int{0}, false, false},
+	{"batched-both-transposed", []int{3, 65, 7}, []int{3, 17, 65}, []int{1}, []int{0}, []int{2}, []int{0}, false, false},
+	{"batch-not-leading", []int{7, 3, 65}, []int{65, 3, 17}, []int{2}, []int{1}, []int{0}, []int{1}, true, true},
+	{"two-contracting", []int{4, 5, 6}, []int{4, 5, 9}, []int{0, 1}, nil, []int{0, 1}, nil, false, false},
+	// Only one operand can be read in place; the plan packs the smaller one.
+	{"two-contracting-swapped", []int{5, 4, 6}, []int{4, 5, 9}, []int{1, 0}, nil, []int{0, 1}, nil, true, false},
+	{"two-contracting-both-reversed", []int{5, 4, 6}, []int{5, 4, 9}, []int{1, 0}, nil, []int{1, 0}, nil, false, false},
+	{"attention-scores", []int{2, 4, 7, 16}, []int{2, 4, 7, 16}, []int{3}, []int{0, 1}, []int{3}, []int{0, 1}, false, false},
+	{"attention-bshd", []int{2, 7, 4, 16}, []int{2, 7, 4, 16}, []int{3}, []int{0, 2}, []int{3}, []int{0, 2}, true, true},
+	{"weight-gradient", []int{2, 7, 16}, []int{2, 7, 33}, []int{0, 1}, nil, []int{0, 1}, nil, false, false},
+	{"input-gradient", []int{2, 7, 33}, []int{16, 33}, []int{2}, nil, []int{1}, nil, false, false},
+	{"free-axes-split", []int{3, 5, 2, 7}, []int{7, 4}, []int{3}, nil, []int{0}, nil, false, false},
+	{"contract-middle", []int{3, 5, 2}, []int{5, 4}, []int{1}, nil, []int{0}, nil, true, false},
+	{"large", []int{64, 300}, []int{300, 257}, []int{1}, nil, []int{0}, nil, false, false},
+	{"large-batched", []int{4, 130, 96}, []int{4, 96, 131}, []int{2}, []int{0}, []int{1}, []int{0}, false, false},
+}
+
+// TestNativeDotGeneralMatchesSimpleGo runs every layout, in float32 and bfloat16, on every GEMM
+// kernel this CPU has, and compares with simplego's DotGeneral.
+func TestNativeDotGeneralMatchesSimpleGo(t *testing.T) {
+	sg := newSimpleGo(t)
+	for _, kernel := range gemm.Available() {
+		gb := newGotpu(t, Config{Kernel: kernel})
+		for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+			for _, c := range dotCases {
+				t.Run(fmt.Sprintf("%s/%s/%s", kernel, dt, c.name), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(len(c.name)), uint64(dt)))
+					lhs, rhs := randomTensor(rng, dt, c.lhs...), randomTensor(rng, dt, c.rhs...)
+					fn := func(xs []*graph.Node) []*graph.Node {
+						return []*graph.Node{graph.DotGeneral(xs[0], c.lhsContract, c.lhsBatch, xs[1], c.rhsContract, c.rhsBatch)}
+					}
+					want := run(t, sg, fn, lhs, rhs)[0]
+					got := run(t, gb, fn, lhs, rhs)[0]
+					tol := 1e-5
+					if dt == dtypes.BFloat16 {
+						tol = 1.0 / 128 // one bfloat16 ulp: both round an f32 sum once, summed in different orders
+					}
+					assertClose(t, "DotGeneral", got, want, tol)
+				})
+			}
+		}
+	}
+}
+
+// TestDotPlanLayouts pins which layouts are read in place and which are packed first, so that a
+// change that silently adds copies to the common layouts fails.
+func TestDotPlanLayouts(t *testing.T) {
+	for _, c := range dotCases {
+		t.Run(c.name, func(t *testing.T) {
+			sg := newSimpleGo(t)
+			bld := sg.Builder("plan")
+			l, _ := bld.Parameter("l", shapesOf(dtypes.Float32, c.lhs), nil)
+			r, _ := bld.Parameter("r", shapesOf(dtypes.Float32, c.rhs), nil)
+			o, err := bld.DotGeneral(l, c.lhsContract, orEmpty(c.lhsBatch), r, c.rhsContract, orEmpty(c.rhsBatch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			outShape, _ := bld.OpShape(o)
+			p, err := planDot(shapesOf(dtypes.Float32, c.lhs), shapesOf(dtypes.Float32, c.rhs), outShape,
+				dotAxes{c.lhsContract, orEmpty(c.lhsBatch), c.rhsContract, orEmpty(c.rhsBatch)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (p.lhs.perm != nil) != c.wantLHSCopy || (p.rhs.perm != nil) != c.wantRHSCopy {
+				t.Errorf("lhs packed %v (want %v), rhs packed %v (want %v)", p.lhs.perm != nil, c.wantLHSCopy, p.rhs.perm != nil, c.wantRHSCopy)
+			}
+		})
+	}
+}
+
+func TestTranspose(t *testing.T) {
+	dims := []int{2, 3, 4}
+	src := make([]int, 24)
+	for i := range src {
+		src[i] = i
+	}
+	dst := make([]int, 24)
+	transpose(dst, src, dims, []int{2, 0, 1})
+	// dst[k][i][j] = src[i][j][k]
+	for k := range 4 {
+		for i := range 2 {
+			for j := range 3 {
+				if got, want := dst[k*6+i*3+j], src[i*12+j*4+k]; got != want {
+					t.Fatalf("dst[%d][%d][%d] = %d, want %d", k, i, j, got, want)
+				}
+			}
+		}
+	}
+}

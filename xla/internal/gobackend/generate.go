@@ -1,0 +1,3 @@
+package gobackend
+
+//go:generate go run ./internal/genops -out gen_ops.go
