@@ -2,6 +2,7 @@ package gobackend
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/gomlx/gomlx/backends"
@@ -50,21 +51,40 @@ var _ backends.Backend = (*Backend)(nil)
 // New returns a Backend. It fails if cfg asks for a GEMM kernel this CPU does not support.
 func New(cfg Config) (*Backend, error) {
 	// The first worker is made now, so that a bad Config fails here and not at the first product.
-	pool, err := gemm.NewPool(gemm.Config{Threads: cfg.Threads, Kernel: cfg.Kernel})
+	w, err := newWorker(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("gobackend: %w", err)
+		return nil, err
 	}
 	sg, err := simplego.New(fallbackConfig)
 	if err != nil {
 		return nil, fmt.Errorf("gobackend: simplego fallback: %w", err)
 	}
-	return &Backend{sg: sg, cfg: cfg, workers: []*worker{{pool: pool}}}, nil
+	return &Backend{sg: sg, cfg: cfg, workers: []*worker{w}}, nil
 }
 
 // worker is what one execution needs to run native operations.
 type worker struct {
 	pool    *gemm.Pool
 	scratch dotScratch
+	// regs are the fusion registers of each goroutine a native elementwise or reduction
+	// operation splits into (Config.Threads of them); srcs and bsrcs are the leaf
+	// tables of the running fusion.
+	regs  []fuseRegs
+	srcs  [][]float32
+	bsrcs [][]bool
+}
+
+// newWorker makes a worker with its GEMM pool.
+func newWorker(cfg Config) (*worker, error) {
+	pool, err := gemm.NewPool(gemm.Config{Threads: cfg.Threads, Kernel: cfg.Kernel})
+	if err != nil {
+		return nil, fmt.Errorf("gobackend: %w", err)
+	}
+	threads := cfg.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	return &worker{pool: pool, regs: make([]fuseRegs, threads)}, nil
 }
 
 // acquireWorker returns an idle worker, creating one if all are busy.
@@ -77,11 +97,7 @@ func (b *Backend) acquireWorker() (*worker, error) {
 		return w, nil
 	}
 	b.workerMu.Unlock()
-	p, err := gemm.NewPool(gemm.Config{Threads: b.cfg.Threads, Kernel: b.cfg.Kernel})
-	if err != nil {
-		return nil, fmt.Errorf("gobackend: %w", err)
-	}
-	return &worker{pool: p}, nil
+	return newWorker(b.cfg)
 }
 
 func (b *Backend) releaseWorker(w *worker) {

@@ -5,13 +5,14 @@ import (
 	"log/slog"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // step is one unit of execution: a fallback segment or a native operation.
 type step struct {
 	seg *segment
-	dot *nativeDot
+	nat *nativeOp
 	// release lists the values whose last reader is this step; their buffers are freed after it
 	// (or donated to it, for a segment) unless they are outputs of the program.
 	release []int
@@ -25,10 +26,20 @@ type segment struct {
 	outputs []int // value ids of its outputs, in order
 }
 
-// nativeDot is a DotGeneral (or Dot) run on the GEMM.
-type nativeDot struct {
-	plan          *dotPlan
-	lhs, rhs, out int // value ids
+// nativeOp is an operation gotpu runs itself: exactly one of its plans is set.
+type nativeOp struct {
+	dot   *dotPlan       // DotGeneral or Dot on the GEMM: reads[0] x reads[1]
+	fus   *fusion        // a fused group of elementwise operations
+	red   *reducePlan    // ReduceSum or ReduceMax
+	trans *transposePlan // Transpose
+	reads []int          // value ids of the buffers it reads
+	out   int            // value id of its output
+	name  string         // the operation, for errors
+}
+
+// transposePlan is a float32 Transpose, run with the same copy loop as the GEMM's packing.
+type transposePlan struct {
+	dims, perm []int
 }
 
 // Compile partitions the recorded graph into native operations and fallback segments and
@@ -72,8 +83,27 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}
 
-	// Native plans.
-	plans := make([]*dotPlan, len(b.nodes))
+	isOutput := make([]bool, len(b.values))
+	for _, v := range outs {
+		isOutput[v.id] = true
+	}
+	// users[v] lists the needed nodes that read value v.
+	users := make([][]int, len(b.values))
+	for _, n := range b.nodes {
+		if !needed[n.id] {
+			continue
+		}
+		for _, in := range n.inputs {
+			if len(users[in.id]) == 0 || users[in.id][len(users[in.id])-1] != n.id {
+				users[in.id] = append(users[in.id], n.id)
+			}
+		}
+	}
+
+	// Native plans: products, then fusions of elementwise operations, reductions, transposes.
+	// native[id] is set for the nodes that run as native steps; absorbed[id] for the members of
+	// a fusion other than its root (computed inside the root's step, never materialized).
+	native := make([]*nativeOp, len(b.nodes))
 	for _, n := range b.nodes {
 		if !needed[n.id] {
 			continue
@@ -89,13 +119,44 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			return nil, fmt.Errorf("gobackend: computation %q: %s #%d (%s x %s): %w",
 				b.name, n.op, n.id, n.inputs[0].shape, n.inputs[1].shape, err)
 		}
-		plans[n.id] = p
+		native[n.id] = &nativeOp{dot: p, reads: []int{n.inputs[0].id, n.inputs[1].id}, out: n.outputs[0].id, name: n.op.String()}
 	}
+	group, fusions, err := b.planFusions(needed, isOutput, users)
+	if err != nil {
+		return nil, err
+	}
+	absorbed := make([]bool, len(b.nodes))
+	for id, r := range group {
+		switch {
+		case r == inlined:
+			absorbed[id] = true
+		case r < 0:
+		case r == id:
+			f := fusions[id]
+			native[id] = &nativeOp{fus: f, reads: f.reads, out: f.out, name: "fusion of " + b.nodes[id].op.String()}
+		default:
+			absorbed[id] = true
+		}
+	}
+	for _, n := range b.nodes {
+		if !needed[n.id] || native[n.id] != nil || absorbed[n.id] {
+			continue
+		}
+		if p := planReduce(n); p != nil {
+			native[n.id] = &nativeOp{red: p, reads: []int{p.in}, out: p.out, name: n.op.String()}
+		} else if n.op == backends.OpTypeTranspose && n.outputs[0].shape.DType == dtypes.Float32 {
+			p := &transposePlan{dims: n.inputs[0].shape.Dimensions, perm: n.attrs[0].([]int)}
+			native[n.id] = &nativeOp{trans: p, reads: []int{n.inputs[0].id}, out: n.outputs[0].id, name: n.op.String()}
+		}
+	}
+	isNative := func(id int) bool { return native[id] != nil || absorbed[id] }
 
 	// Scheduling, as soon as possible: segment s runs at time 2s and native wave w at 2w+1. A
 	// value made at time t can be read by anything at a later time, and by later operations of
-	// its own segment; parameters exist before time 0. Each operation gets the earliest slot of
-	// its kind that comes after all its operands.
+	// its own segment or wave (a wave runs its operations in recording order); parameters exist
+	// before time 0. Each operation gets the earliest slot of its kind whose time is not before
+	// any of its operands'. Fusion members are scheduled as native operations, so their root
+	// comes after every input of the group.
 	avail := make([]int, len(b.values))
 	slot := make([]int, len(b.nodes)) // segment or wave number
 	maxSlot := 0
@@ -106,7 +167,11 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		s := 0
 		for _, in := range n.inputs {
 			a := avail[in.id]
-			s = max(s, (a+1)/2) // ceil(a/2) for a >= -1
+			if isNative(n.id) {
+				s = max(s, max(a, 0)/2) // wave w (time 2w+1) follows times <= 2w+1
+			} else {
+				s = max(s, (a+1)/2) // segment s (time 2s) follows times <= 2s: ceil(a/2)
+			}
 		}
 		slot[n.id] = s
 		maxSlot = max(maxSlot, s)
@@ -114,7 +179,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		switch {
 		case n.op == backends.OpTypeParameter:
 			t = -1
-		case plans[n.id] != nil:
+		case isNative(n.id):
 			t = 2*s + 1
 		}
 		for _, v := range n.outputs {
@@ -124,23 +189,31 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 
 	// Who reads each value, and whether a reader is in another step (then the value must be
 	// exported from its segment).
-	isOutput := make([]bool, len(b.values))
-	for _, v := range outs {
-		isOutput[v.id] = true
-	}
 	exported := make([]bool, len(b.values))
 	for _, n := range b.nodes {
-		if !needed[n.id] {
+		if !needed[n.id] || isNative(n.id) {
 			continue
 		}
 		for _, in := range n.inputs {
 			producer := in.node
 			switch {
 			case producer.op == backends.OpTypeParameter:
-			case producer.op == backends.OpTypeConstant && plans[n.id] == nil:
+			case producer.op == backends.OpTypeConstant:
 				// Constants are replayed into each segment that reads them, not passed as buffers.
-			case plans[n.id] != nil || plans[producer.id] != nil || slot[n.id] != slot[producer.id]:
+			case isNative(producer.id) || slot[n.id] != slot[producer.id]:
 				exported[in.id] = true
+			}
+		}
+	}
+	// A native operation reads buffers: every value it reads that a segment makes is exported
+	// (constants included; scalar constants folded into fusions are not read).
+	for _, nat := range native {
+		if nat == nil {
+			continue
+		}
+		for _, v := range nat.reads {
+			if b.values[v].node.op != backends.OpTypeParameter {
+				exported[v] = true
 			}
 		}
 	}
@@ -151,6 +224,10 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 	}
 
 	e := &Executable{backend: b.backend, name: b.name, numValues: len(b.values)}
+	e.valueShapes = make([]shapes.Shape, len(b.values))
+	for _, v := range b.values {
+		e.valueShapes[v.id] = v.shape
+	}
 	for _, p := range b.params {
 		e.inputs = append(e.inputs, p.outputs[0].id)
 		e.inputNames = append(e.inputNames, p.paramName)
@@ -169,7 +246,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}()
 	for s := 0; s <= maxSlot; s++ {
-		seg, err := b.buildSegment(s, needed, plans, slot, exported)
+		seg, err := b.buildSegment(s, needed, isNative, slot, exported)
 		if err != nil {
 			return nil, err
 		}
@@ -177,9 +254,8 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			e.steps = append(e.steps, step{seg: seg})
 		}
 		for _, n := range b.nodes {
-			if needed[n.id] && plans[n.id] != nil && slot[n.id] == s {
-				e.steps = append(e.steps, step{dot: &nativeDot{plan: plans[n.id],
-					lhs: n.inputs[0].id, rhs: n.inputs[1].id, out: n.outputs[0].id}})
+			if needed[n.id] && native[n.id] != nil && slot[n.id] == s {
+				e.steps = append(e.steps, step{nat: native[n.id]})
 			}
 		}
 	}
@@ -195,7 +271,9 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 				lastUse[v] = i
 			}
 		} else {
-			lastUse[st.dot.lhs], lastUse[st.dot.rhs] = i, i
+			for _, v := range st.nat.reads {
+				lastUse[v] = i
+			}
 		}
 	}
 	for v, i := range lastUse {
@@ -208,18 +286,19 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 	e.nodes = len(b.nodes)
 	st := e.Stats()
 	slog.Debug("gobackend: compiled", "computation", b.name, "nodes", st.Nodes, "segments", st.Segments,
-		"native", st.Native, "packed_operands", st.PackedOperands)
+		"native", st.Native, "packed_operands", st.PackedOperands, "fusions", st.Fusions, "fused_ops", st.FusedOps,
+		"reductions", st.Reductions, "transposes", st.Transposes)
 	ok = true
 	return e, nil
 }
 
 // buildSegment replays the fallback operations of slot s into a simplego builder and compiles
 // them; it returns nil if the slot has none that anything reads.
-func (b *Builder) buildSegment(s int, needed []bool, plans []*dotPlan, slot []int, exported []bool) (*segment, error) {
+func (b *Builder) buildSegment(s int, needed []bool, isNative func(int) bool, slot []int, exported []bool) (*segment, error) {
 	var members []*node
 	hasExport := false
 	for _, n := range b.nodes {
-		if !needed[n.id] || plans[n.id] != nil || slot[n.id] != s || n.op == backends.OpTypeParameter {
+		if !needed[n.id] || isNative(n.id) || slot[n.id] != s || n.op == backends.OpTypeParameter {
 			continue
 		}
 		if n.op == backends.OpTypeConstant && !exported[n.outputs[0].id] {
@@ -306,6 +385,7 @@ type Executable struct {
 	inputShapes  []shapes.Shape
 	outputs      []int
 	outputShapes []shapes.Shape
+	valueShapes  []shapes.Shape // by value id, for native outputs
 	steps        []step
 	nodes        int
 	isOutput     []bool
@@ -345,6 +425,10 @@ type Stats struct {
 	Segments       int // fallback segments (simplego executables)
 	Native         int // native products
 	PackedOperands int // operands of native products transposed into a packed buffer first
+	Fusions        int // native fused elementwise steps
+	FusedOps       int // operations computed inside them
+	Reductions     int // native reductions
+	Transposes     int // native transposes
 }
 
 // Stats reports how the computation was split (tests and benchmarks log it).
@@ -355,12 +439,22 @@ func (e *Executable) Stats() Stats {
 			s.Segments++
 			continue
 		}
-		s.Native++
-		if st.dot.plan.lhs.perm != nil {
-			s.PackedOperands++
-		}
-		if st.dot.plan.rhs.perm != nil {
-			s.PackedOperands++
+		switch nat := st.nat; {
+		case nat.dot != nil:
+			s.Native++
+			if nat.dot.lhs.perm != nil {
+				s.PackedOperands++
+			}
+			if nat.dot.rhs.perm != nil {
+				s.PackedOperands++
+			}
+		case nat.fus != nil:
+			s.Fusions++
+			s.FusedOps += nat.fus.ops
+		case nat.red != nil:
+			s.Reductions++
+		case nat.trans != nil:
+			s.Transposes++
 		}
 	}
 	return s

@@ -1,9 +1,9 @@
-// Package gobackend is gotpu's own CPU backend for GoMLX, step 1 of issue #7: a
-// backends.Backend whose matrix products (DotGeneral and Dot, float32 and bfloat16) run on
-// gotpu's GEMM (xla/internal/gemm: AVX-512/AVX2 assembly, pure-Go fallback) and whose other
-// operations run on GoMLX's simplego. Later steps move more operations to native code; the
-// structure below is meant to make each of them local: teach the planner that an operation is
-// native and give it a kernel.
+// Package gobackend is gotpu's own CPU backend for GoMLX (issue #7): a backends.Backend whose
+// matrix products (DotGeneral and Dot, float32 and bfloat16) run on gotpu's GEMM
+// (xla/internal/gemm: AVX-512/AVX2 assembly, pure-Go fallback), whose float32 elementwise
+// chains, reductions and transposes run on its own Go kernels (step 2), and whose other
+// operations run on GoMLX's simplego. The structure keeps each step local: teach the planner
+// that an operation is native and give it a kernel.
 //
 // xla.Open selects it with xla.Config{Device: "go", GoBackend: "gotpu"}; simplego stays the
 // default until the measurements decide otherwise.
@@ -27,11 +27,25 @@
 //
 // # Native and fallback operations, segments
 //
-// At Compile every operation an output depends on is either native (a DotGeneral/Dot in float32
-// or bfloat16) or fallback (everything else). Operations are scheduled as soon as possible into
-// alternating slots: fallback segment 0, native wave 0, segment 1, wave 1, ... — each operation
-// goes to the first slot of its kind after all its operands, so the number of segments is the
-// depth of the longest chain of products plus one, not the number of products. Each segment is
+// At Compile every operation an output depends on is either native or fallback. Native are:
+//   - DotGeneral/Dot in float32 or bfloat16 (dot.go);
+//   - fusions (fuse.go, fuse_exec.go): groups of float32 Add, Sub, Mul, Div, Max, Min, Neg, Abs,
+//     Exp, Log, Tanh, Sqrt, Rsqrt, Logistic, with the BroadcastInDim, Reshape and bool→float32
+//     ConvertDType operations feeding them, evaluated in one pass over the output, block by
+//     block, by a small register program (simplego's implicit broadcasting of size-1 axes and
+//     scalars included, scalar constants folded in). A fusible operation read only elementwise
+//     by one group joins it; a broadcast read by several groups is inlined into each, never
+//     materialized. Transcendental functions are evaluated in float64 and rounded once, as
+//     simplego does;
+//   - float32 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go), accumulating in
+//     simplego's order, so bitwise equal to it;
+//   - float32 Transpose.
+//
+// Everything else is fallback. Operations are scheduled as soon as possible into alternating
+// slots: fallback segment 0, native wave 0, segment 1, wave 1, ... — each operation goes to the
+// first slot of its kind that is not before any of its operands (a wave runs its operations in
+// recording order, so native chains share a wave), so the number of segments is the number of
+// alternations between native and fallback along the longest chain plus one. Each segment is
 // replayed into its own simplego builder (values from other slots become its parameters,
 // values read elsewhere its outputs; constants are replayed into each segment that reads them
 // rather than passed around) and compiled as a simplego executable.
@@ -47,7 +61,7 @@
 // # Buffers
 //
 // Buffers are simplego's (the backend's data interface is simplego's), so segments take and
-// return them directly, and native products read and write their flat slices (BufferData,
+// return them directly, and native operations read and write their flat slices (BufferData,
 // NewSharedBuffer) with no copies. An execution frees each intermediate buffer after its last
 // reader (into simplego's pool, which the next step reuses: steady-state training does not grow
 // the heap), and donates an owned buffer to the segment that reads it last, so simplego may
@@ -58,9 +72,11 @@
 //
 // Builders are single-goroutine, as GoMLX uses them. Executables are safe for concurrent use:
 // each execution has its own buffer table and takes a worker (a gemm.Pool with its packing
-// buffers, and transposition scratch) from the backend's free list, creating one if all are
-// busy. A product uses Config.Threads goroutines (GOMAXPROCS by default) that gemm starts and
-// joins within the call; segments run on the calling goroutine with simplego's sequential
+// buffers, transposition scratch and fusion registers) from the backend's free list, creating
+// one if all are busy. A product uses Config.Threads goroutines (GOMAXPROCS by default) that
+// gemm starts and joins within the call; a fusion or reduction of at least 32Ki elements splits
+// its output the same way, across goroutines it starts and joins (a kernel panic in any of them
+// comes back as an error); segments run on the calling goroutine with simplego's sequential
 // executor (its parallel one deadlocks in GoMLX v0.26.0 and loses panics), so a kernel panic
 // reaches the caller, where xla's Program recovers it into an error.
 //
@@ -73,5 +89,7 @@
 // and segment failures wrapped with the computation's name, freeing the buffers it owns.
 //
 // Not yet: multiple devices (one device; xla's virtual devices run replicas on it as with
-// simplego) and collectives, sharding, native elementwise/reduction/gather kernels.
+// simplego) and collectives, sharding; native gather/scatter, comparisons, Where, integer and
+// bfloat16 elementwise operations, reductions fused with their producers, SIMD elementwise
+// kernels.
 package gobackend

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 )
@@ -80,7 +81,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 					return nil, err
 				}
 			}
-			if err := e.runDot(st.dot, w, env, owned); err != nil {
+			if err := e.runNative(st.nat, w, env, owned); err != nil {
 				return nil, err
 			}
 		}
@@ -145,27 +146,58 @@ func (e *Executable) runSegment(stepIdx int, seg *segment, env []backends.Buffer
 	return nil
 }
 
-// runDot runs a native product into a new buffer.
-func (e *Executable) runDot(d *nativeDot, w *worker, env []backends.Buffer, owned []bool) error {
+// runNative runs a native operation into a new buffer.
+func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, owned []bool) error {
 	sg := e.backend.sg
-	lhs, err := sg.BufferData(env[d.lhs])
-	if err != nil {
-		return fmt.Errorf("gobackend: %q: DotGeneral lhs: %w", e.name, err)
+	in := make([]any, len(nat.reads))
+	for i, v := range nat.reads {
+		if env[v] == nil {
+			return fmt.Errorf("gobackend: %q: %s reads a value (#%d) that is not computed (bug)", e.name, nat.name, v)
+		}
+		d, err := sg.BufferData(env[v])
+		if err != nil {
+			return fmt.Errorf("gobackend: %q: %s operand %d: %w", e.name, nat.name, i, err)
+		}
+		in[i] = d
 	}
-	rhs, err := sg.BufferData(env[d.rhs])
+	outShape := e.valueShapes[nat.out]
+	buf, out, err := sg.NewSharedBuffer(0, outShape)
 	if err != nil {
-		return fmt.Errorf("gobackend: %q: DotGeneral rhs: %w", e.name, err)
+		return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
 	}
-	buf, out, err := sg.NewSharedBuffer(0, d.plan.out)
+	switch {
+	case nat.dot != nil:
+		// Execute has no context (the backends interface has none); products are not cancellable.
+		err = nat.dot.run(context.Background(), w.pool, &w.scratch, in[0], in[1], out)
+		if err != nil {
+			err = fmt.Errorf("%s x %s -> %s: %w", nat.dot.lhsS, nat.dot.rhsS, nat.dot.out, err)
+		}
+	case nat.fus != nil:
+		srcs, bsrcs := w.srcs[:0], w.bsrcs[:0]
+		for _, l := range nat.fus.leaves {
+			var src []float32
+			var bsrc []bool
+			switch {
+			case l.value < 0:
+			case l.kind == leafBool:
+				bsrc = in[slices.Index(nat.reads, l.value)].([]bool)
+			default:
+				src = in[slices.Index(nat.reads, l.value)].([]float32)
+			}
+			srcs, bsrcs = append(srcs, src), append(bsrcs, bsrc)
+		}
+		w.srcs, w.bsrcs = srcs, bsrcs
+		err = nat.fus.run(out.([]float32), srcs, bsrcs, w.regs)
+	case nat.red != nil:
+		err = nat.red.run(out.([]float32), in[0].([]float32), len(w.regs))
+	case nat.trans != nil:
+		err = catch(func() { transpose(out.([]float32), in[0].([]float32), nat.trans.dims, nat.trans.perm) })
+	}
 	if err != nil {
-		return fmt.Errorf("gobackend: %q: DotGeneral output %s: %w", e.name, d.plan.out, err)
-	}
-	// Execute has no context (the backends interface has none); products are not cancellable.
-	if err := d.plan.run(context.Background(), w.pool, &w.scratch, lhs, rhs, out); err != nil {
 		_ = sg.BufferFinalize(buf)
-		return fmt.Errorf("gobackend: %q: DotGeneral %s x %s -> %s: %w", e.name, d.plan.lhsS, d.plan.rhsS, d.plan.out, err)
+		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
 	}
-	env[d.out], owned[d.out] = buf, true
+	env[nat.out], owned[nat.out] = buf, true
 	return nil
 }
 
