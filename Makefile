@@ -14,7 +14,8 @@ help:
 	@echo "  make demo       the main job: train a small GPT-2 on Go's own sources on the embedded pure-Go backend"
 	@echo "  make test       everything CI checks: gofmt, go vet (all build tags), go test, go test -race, noxla build"
 	@echo "  make test-race  go test -race ./..."
-	@echo "  make bench      benchmarks: training steps, stock vs gotpu gradients, heap, replicas, loader overlap, checkpoint save vs disk, tokenizer vs HF"
+	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, loader overlap, checkpoint save vs disk, tokenizer vs HF"
+	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
 	@echo "  make lint       gofmt and go vet only"
 	@echo "  make build      go build ./... with and without the noxla tag"
 	@echo "  make golden     rewrite testdata/golden (StableHLO of the 8-replica GPT-2 train step) after an intended change"
@@ -51,16 +52,25 @@ golden:
 test-race:
 	$(GO) test -count=1 -race $(PKGS)
 
-# Benchmarks report ratios against baselines measured in the same run (stock vs gotpu gradients,
-# 1 vs 8 replicas, prefetch vs none, Go vs HF's Rust tokenizer). The full set takes ~20 minutes.
+# Benchmarks report ratios against baselines measured in the same run (gotpu's CPU backend vs
+# simplego vs PyTorch, stock vs gotpu gradients, 1 vs 8 replicas, prefetch vs none, Go vs HF's
+# Rust tokenizer). The full set takes ~25 minutes; `make bench-pytorch` runs only the first (~3).
 .PHONY: bench
-bench:
+bench: bench-pytorch
 	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./xla
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./xla/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
 	data/tokenizer/bench/compare.sh
+
+# Issue #7's comparison: the benchmark GPT-2 (vocab 8192, d 256, 4 layers, 4 heads, batch 8 x seq
+# 128, AdamW, f32) trained on gotpu's CPU backend, on simplego and, when Debian's python3-torch is
+# installed, in PyTorch (xla/step/testdata/pytorch/bench_train.py), in one run: tokens/s of each
+# and the ratios gotpu/simplego and gotpu/PyTorch.
+.PHONY: bench-pytorch
+bench-pytorch:
+	$(GO) test -run '^$$' -bench 'VsPyTorch' -benchtime 1x -timeout 30m ./xla/step
 
 # The main job: train a small GPT-2 from scratch on the Go standard library's sources on the
 # embedded pure-Go backend (a few minutes on 2 cores), report held-out perplexity, generate code.

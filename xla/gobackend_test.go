@@ -12,19 +12,30 @@ import (
 
 func TestGoBackendSelection(t *testing.T) {
 	for _, c := range []struct {
-		cfg  Config
-		want string // substring of the backend's name
+		cfg       Config
+		want      string // substring of the backend's name
+		goBackend string // what Runtime.GoBackend and Info.GoBackend report
 	}{
-		{Config{Device: DeviceGo}, "SimpleGo"},
-		{Config{Device: DeviceGo, GoBackend: GoBackendSimpleGo}, "SimpleGo"},
-		{Config{Device: DeviceGo, GoBackend: GoBackendGotpu}, "gotpu"},
+		{Config{Device: DeviceGo}, "gotpu", GoBackendGotpu}, // the default
+		{Config{Device: DeviceAuto}, "gotpu", GoBackendGotpu},
+		{Config{Device: DeviceGo, GoBackend: GoBackendSimpleGo}, "SimpleGo", GoBackendSimpleGo},
+		{Config{Device: DeviceGo, GoBackend: " SimpleGo "}, "SimpleGo", GoBackendSimpleGo},
+		{Config{Device: DeviceGo, GoBackend: GoBackendGotpu}, "gotpu", GoBackendGotpu},
 	} {
+		if c.cfg.Device == DeviceAuto {
+			if p, err := choosePlugin(c.cfg, osSearchEnv()); err != nil || p != nil {
+				continue // auto opens this machine's accelerator, not a pure-Go backend
+			}
+		}
 		rt := openTestRuntime(t, c.cfg)
 		if got := rt.Backend().Name(); !strings.Contains(got, c.want) {
 			t.Errorf("%+v: backend %q, want %q", c.cfg, got, c.want)
 		}
 		if rt.Kind() != DeviceGo {
 			t.Errorf("%+v: kind %q, want %q", c.cfg, rt.Kind(), DeviceGo)
+		}
+		if got, info := rt.GoBackend(), rt.Info().GoBackend; got != c.goBackend || info != c.goBackend {
+			t.Errorf("%+v: GoBackend() %q, Info().GoBackend %q, want %q", c.cfg, got, info, c.goBackend)
 		}
 	}
 	for _, c := range []Config{
@@ -41,7 +52,7 @@ func TestGoBackendSelection(t *testing.T) {
 // gotpu's backend (native products, forward and both gradients) and on simplego, and compares the
 // loss and both gradients.
 func TestGotpuBackendDotGradients(t *testing.T) {
-	sg := openTestRuntime(t, Config{Device: DeviceGo})
+	sg := openTestRuntime(t, Config{Device: DeviceGo, GoBackend: GoBackendSimpleGo})
 	gb := openTestRuntime(t, Config{Device: DeviceGo, GoBackend: GoBackendGotpu})
 	for i, c := range dotCases {
 		t.Run(c.name, func(t *testing.T) {

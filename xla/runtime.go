@@ -30,6 +30,8 @@ type Runtime struct {
 	plugin  *Plugin
 	backend backends.Backend
 	devices []Device
+	// goBackend is the pure-Go backend in use (GoBackendGotpu or GoBackendSimpleGo); "" on a plugin.
+	goBackend string
 
 	closeOnce sync.Once
 }
@@ -76,7 +78,7 @@ func openWith(ctx context.Context, cfg Config, env searchEnv) (rt *Runtime, err 
 		_ = rt.Close()
 		return nil, fmt.Errorf("xla.Open: %w", err)
 	}
-	slog.Debug("gotpu: runtime opened", "backend", rt.kind, "plugin", rt.pluginPath(), "devices", len(rt.devices))
+	slog.Debug("gotpu: runtime opened", "backend", rt.kind, "go_backend", rt.goBackend, "plugin", rt.pluginPath(), "devices", len(rt.devices))
 	return rt, nil
 }
 
@@ -126,14 +128,19 @@ const simpleGoConfig = "ops_sequential"
 func (r *Runtime) openGo() error {
 	var b backends.Backend
 	var err error
-	if strings.EqualFold(strings.TrimSpace(r.cfg.GoBackend), GoBackendGotpu) {
+	name := r.cfg.goBackend()
+	switch name {
+	case GoBackendGotpu:
 		b, err = gobackend.New(gobackend.Config{})
-	} else {
+	case GoBackendSimpleGo:
 		b, err = simplego.New(simpleGoConfig)
+	default: // Validate rejects it first; kept so a new name cannot silently open the wrong backend
+		err = fmt.Errorf("xla.Config.GoBackend: %q is not one of simplego, gotpu", r.cfg.GoBackend)
 	}
 	if err != nil {
-		return fmt.Errorf("xla.Open: pure-Go backend: %w", err)
+		return fmt.Errorf("xla.Open: pure-Go backend %q: %w", name, err)
 	}
+	r.goBackend = name
 	n := r.cfg.NumDevices
 	if n == 0 {
 		n = 1
@@ -172,6 +179,10 @@ func (r *Runtime) Backend() backends.Backend { return r.backend }
 // Kind returns the platform in use: "tpu", "cuda", "cpu", "pjrt" or "go".
 func (r *Runtime) Kind() string { return r.kind }
 
+// GoBackend returns the pure-Go backend in use, GoBackendGotpu or GoBackendSimpleGo, and "" when
+// the runtime runs on a PJRT plugin.
+func (r *Runtime) GoBackend() string { return r.goBackend }
+
 // Plugin returns the PJRT plugin loaded, if any.
 func (r *Runtime) Plugin() (Plugin, bool) {
 	if r.plugin == nil {
@@ -195,7 +206,10 @@ func (r *Runtime) NumDevices() int { return len(r.devices) }
 
 // Info is a printable summary of a runtime (what `gotpu devices` shows).
 type Info struct {
-	Backend     string   `json:"backend"`
+	Backend string `json:"backend"`
+	// GoBackend is the pure-Go backend ("gotpu" or "simplego") when Backend is "go", else "".
+	// Always present in JSON, so that every runtime's Info has the same keys.
+	GoBackend   string   `json:"go_backend"`
 	Description string   `json:"description"`
 	Plugin      *Plugin  `json:"plugin"`
 	NumDevices  int      `json:"num_devices"`
@@ -207,6 +221,7 @@ type Info struct {
 func (r *Runtime) Info() Info {
 	return Info{
 		Backend:     r.kind,
+		GoBackend:   r.goBackend,
 		Description: r.backend.Description(),
 		Plugin:      r.plugin,
 		NumDevices:  len(r.devices),

@@ -34,12 +34,22 @@ type deviceFlags struct {
 	device     string
 	numDevices int
 	pluginPath string
+	goBackend  string
 }
 
 func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", xla.DeviceAuto, "auto, tpu, cuda, cpu or go (the pure-Go backend)")
 	fs.IntVar(&d.numDevices, "num_devices", 0, "devices (replicas) to use; 0 = all (1 on the pure-Go backend, any number of virtual devices there)")
 	fs.StringVar(&d.pluginPath, "plugin_path", "", "PJRT plugin file or directory to use instead of searching")
+	registerGoBackend(fs, &d.goBackend)
+}
+
+// registerGoBackend adds --go_backend. Its default is empty rather than "gotpu" so that
+// --device tpu (or cuda, cpu) without it is valid: xla.Config rejects a Go backend named for a
+// device that does not use one, and an empty value means xla.DefaultGoBackend.
+func registerGoBackend(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "go_backend", "", "pure-Go backend for --device go (and auto without an accelerator): "+
+		xla.GoBackendGotpu+" (gotpu's own, the default) or "+xla.GoBackendSimpleGo+" (GoMLX's)")
 }
 
 func (d *deviceFlags) config() xla.Config {
@@ -47,5 +57,6 @@ func (d *deviceFlags) config() xla.Config {
 	cfg.Device = d.device
 	cfg.NumDevices = d.numDevices
 	cfg.PluginPath = d.pluginPath
+	cfg.GoBackend = d.goBackend
 	return cfg
 }

@@ -63,9 +63,35 @@ func TestDevicesPureGo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"backend      go\n", "devices      8\n", "  7  go  virtual device 7 of 8"} {
+	for _, want := range []string{"backend      go (--go_backend gotpu)\n", "description  gotpu CPU backend", "devices      8\n", "  7  go  virtual device 7 of 8"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDevicesGoBackend: --go_backend picks the pure-Go backend, devices shows it in text and
+// JSON, and a bad value, or one given with a plugin device, is a usage error naming the field.
+func TestDevicesGoBackend(t *testing.T) {
+	out, errOut, code := runGotpu(t, nil, "devices", "--device", "go", "--go_backend", "simplego")
+	if code != 0 || !strings.Contains(out, "backend      go (--go_backend simplego)\n") ||
+		!strings.Contains(out, "description  Simple Go Portable Backend\n") {
+		t.Errorf("--go_backend simplego: exit %d, stdout\n%s\nstderr %s", code, out, errOut)
+	}
+	for backend, description := range map[string]string{"simplego": "Simple Go", "gotpu": "gotpu CPU backend"} {
+		out, errOut, code = runGotpu(t, nil, "devices", "--device", "go", "--go_backend", backend, "--json")
+		var info xla.Info
+		if err := json.Unmarshal([]byte(out), &info); err != nil || code != 0 {
+			t.Fatalf("--json (exit %d): %v\n%s%s", code, err, out, errOut)
+		}
+		if info.Backend != "go" || info.GoBackend != backend || !strings.Contains(info.Description, description) {
+			t.Errorf("--go_backend %s: info = %+v", backend, info)
+		}
+	}
+	for _, args := range [][]string{{"--go_backend", "fast"}, {"--device", "tpu", "--go_backend", "simplego"}} {
+		out, errOut, code := runGotpu(t, nil, append([]string{"devices"}, args...)...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "GoBackend") {
+			t.Errorf("devices %v: exit %d, stdout %q, stderr %q; want 2 and an error naming GoBackend", args, code, out, errOut)
 		}
 	}
 }
@@ -80,8 +106,8 @@ func TestDevicesJSON(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	// --device auto on a machine without accelerator plugins is the pure-Go backend.
-	if info.Backend != "go" || info.NumDevices != 3 || len(info.Devices) != 3 || info.Plugin != nil ||
-		info.XLACompiled == noXLA {
+	if info.Backend != "go" || info.GoBackend != xla.DefaultGoBackend || info.NumDevices != 3 || len(info.Devices) != 3 ||
+		info.Plugin != nil || info.XLACompiled == noXLA {
 		t.Errorf("info = %+v", info)
 	}
 }

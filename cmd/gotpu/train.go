@@ -26,6 +26,8 @@ type runArgs struct {
 	// pluginPath is --plugin_path, as devices/score/generate take it (not a TrainingArguments
 	// field: where the plugin lives is a property of the machine, not of the run).
 	pluginPath string
+	// goBackend is --go_backend, likewise a property of the machine rather than of the run.
+	goBackend string
 }
 
 // parseRunArgs registers every HF flag, parses, and merges flags over --args.
@@ -37,6 +39,8 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	flagged.RegisterUnsupportedFlags(fs)
 	flaggedMD.RegisterFlags(fs)
 	pluginPath := fs.String("plugin_path", "", "PJRT plugin file or directory to use instead of searching")
+	var goBackend string
+	registerGoBackend(fs, &goBackend)
 	argsFile := fs.String("args", "", "JSON file of TrainingArguments (as to_json_string() writes) and model/data arguments; flags override it")
 	if err := parse(fs, args, stderr, synopsis); err != nil {
 		return nil, err
@@ -44,7 +48,7 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	if fs.NArg() > 0 {
 		return nil, cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath}
+	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend}
 	if *argsFile != "" {
 		a, md, err := trainer.LoadTrainingArguments(*argsFile)
 		if err != nil {
@@ -64,6 +68,10 @@ func (r *runArgs) openRuntime(ctx context.Context) (*xla.Runtime, error) {
 	}
 	cfg.NumDevices = r.train.NumDevices
 	cfg.PluginPath = r.pluginPath
+	cfg.GoBackend = r.goBackend
+	if err := cfg.Validate(); err != nil {
+		return nil, cli.UsageError("%v", err)
+	}
 	return xla.Open(ctx, cfg)
 }
 

@@ -2,6 +2,7 @@
 // program does and print what it got.
 //
 //	go run ./examples/devices -device go -num_devices 8
+//	go run ./examples/devices -device go -go_backend simplego
 //
 // On a Cloud TPU VM with libtpu installed, `-device auto` (the default) prints the TPU devices.
 package main
@@ -20,6 +21,7 @@ func main() {
 	cfg := xla.DefaultConfig()
 	flag.StringVar(&cfg.Device, "device", cfg.Device, "auto, tpu, cuda, cpu or go")
 	flag.IntVar(&cfg.NumDevices, "num_devices", 0, "devices to use (0 = all; any number of virtual devices on go)")
+	flag.StringVar(&cfg.GoBackend, "go_backend", "", "pure-Go backend for -device go (and auto without an accelerator): gotpu (the default) or simplego")
 	flag.Parse()
 
 	rt, err := xla.Open(context.Background(), cfg)
@@ -28,7 +30,11 @@ func main() {
 		os.Exit(1)
 	}
 	defer rt.Close()
-	fmt.Printf("%s backend, %d device(s)\n", rt.Kind(), rt.NumDevices())
+	if gb := rt.GoBackend(); gb != "" {
+		fmt.Printf("%s backend (%s), %d device(s)\n", rt.Kind(), gb, rt.NumDevices())
+	} else {
+		fmt.Printf("%s backend, %d device(s)\n", rt.Kind(), rt.NumDevices())
+	}
 	for _, d := range rt.Devices() {
 		fmt.Printf("  %d: %s\n", d.Index, d.Description)
 	}

@@ -36,7 +36,7 @@ import (
 type options struct {
 	maxSteps, blockSize, batch, vocab, layers, embd, evalEvery, trainBytes, saveSteps int
 	lr                                                                                float64
-	outputDir, tokenizerPath, device, prompt, resume                                  string
+	outputDir, tokenizerPath, device, goBackend, prompt, resume                       string
 	numDevices                                                                        int
 	seed                                                                              uint64
 }
@@ -62,6 +62,7 @@ func register(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.tokenizerPath, "tokenizer", filepath.Join("testdata", "tokenizers", "gpt2", "tokenizer.json.gz"), "GPT-2 tokenizer.json")
 	fs.StringVar(&o.device, "device", "auto", "auto, tpu, cuda, cpu or go")
 	fs.IntVar(&o.numDevices, "num_devices", 0, "devices to use (0: all)")
+	fs.StringVar(&o.goBackend, "go_backend", "", "pure-Go backend for -device go (and auto without an accelerator): gotpu (the default) or simplego")
 	fs.StringVar(&o.prompt, "prompt", "func (b *Buffer) Len() int {", "prompt for the generation at the end")
 	fs.Uint64Var(&o.seed, "seed", 42, "seed of the weights and the data order")
 	fs.IntVar(&o.saveSteps, "save_steps", 0, "save a checkpoint every N steps (0: at the end only; SIGTERM/Ctrl-C always saves)")
@@ -108,7 +109,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	slog.Info("data", "train_blocks", len(train), "eval_blocks", len(eval), "unknown_rate", vm.unknownRate(trainTok))
 
 	cfg := xla.DefaultConfig()
-	cfg.Device, cfg.NumDevices = o.device, o.numDevices
+	cfg.Device, cfg.NumDevices, cfg.GoBackend = o.device, o.numDevices, o.goBackend
 	rt, err := xla.Open(ctx, cfg)
 	if err != nil {
 		return err

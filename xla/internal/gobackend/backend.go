@@ -120,7 +120,7 @@ func (b *Backend) Name() string   { return Name }
 func (b *Backend) String() string { return Name }
 
 func (b *Backend) Description() string {
-	return fmt.Sprintf("gotpu CPU backend: DotGeneral on gotpu's GEMM (%s), other ops on %s", b.Kernel(), b.sg.Description())
+	return fmt.Sprintf("gotpu CPU backend: GEMM (%s) and float32 elementwise/reductions native, other ops on %s", b.Kernel(), b.sg.Description())
 }
 
 func (b *Backend) NumDevices() int { return 1 }

