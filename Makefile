@@ -58,6 +58,7 @@ test-race:
 .PHONY: bench
 bench: bench-pytorch
 	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./xla
+	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./xla
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./xla/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint

@@ -253,3 +253,41 @@ func BenchmarkHeapGrowth(b *testing.B) {
 		})
 	}
 }
+
+// currentRSS returns VmRSS in bytes (the resident set now, not the peak), or 0 without /proc.
+func currentRSS() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// BenchmarkRSSFlat is issue #7's memory check: 200 training steps of the benchmark GPT-2 on
+// gotpu's backend (the default), reporting the process's resident set after step 10 and after
+// step 200 and the change between them (the goal is within ±5%: buffers are reused across steps).
+//
+//	go test -run '^$' -bench RSSFlat -benchtime 1x ./xla
+func BenchmarkRSSFlat(b *testing.B) {
+	tr := newTrainer(b, fullShape, false, xla.GoBackendGotpu)
+	defer tr.close()
+	var at10, at200 uint64
+	for i := 1; i <= 200; i++ {
+		tr.step(b)
+		switch i {
+		case 10:
+			at10 = currentRSS()
+		case 200:
+			at200 = currentRSS()
+		}
+	}
+	b.ReportMetric(float64(at10)/(1<<20), "RSS@10-MiB")
+	b.ReportMetric(float64(at200)/(1<<20), "RSS@200-MiB")
+	b.ReportMetric(100*(float64(at200)-float64(at10))/float64(at10), "change-%")
+}
