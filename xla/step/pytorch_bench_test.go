@@ -35,6 +35,10 @@ const torchPython = "/usr/bin/python3"
 // torchScript is the verbatim copy of ../shared/reference/bench_train.py (testdata/pytorch/SOURCES.md).
 var torchScript = filepath.Join("testdata", "pytorch", "bench_train.py")
 
+// torchRefDir holds gpt2_ref.py, which the script imports: the repository's one copy, beside the
+// model reference data it also generated.
+var torchRefDir = filepath.Join("..", "..", "testdata", "models", "reference")
+
 // BenchmarkVsPyTorch is `make bench`'s comparison of issue #7: AdamW training steps of the
 // benchmark GPT-2 (vocab 8192, d 256, 4 layers, 4 heads, batch 8 × seq 128, float32, dropout 0)
 // through the trainer's own step (Stepper: gradient program + update program) on gotpu's CPU
@@ -158,6 +162,7 @@ func runTorchBench(ctx context.Context, threads int) (tokensPerS, others float64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, torchPython, torchScript, "--threads", strconv.Itoa(threads))
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+torchRefDir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
