@@ -129,10 +129,15 @@ func (r *Runtime) openGo() error {
 	var b backends.Backend
 	var err error
 	name := r.cfg.goBackend()
+	n := max(r.cfg.NumDevices, 1)
 	switch name {
 	case GoBackendGotpu:
-		b, err = gobackend.New(gobackend.Config{})
+		b, err = gobackend.New(gobackend.Config{NumDevices: n})
 	case GoBackendSimpleGo:
+		if n > 1 {
+			return fmt.Errorf("xla.Config.NumDevices: %d virtual devices need gotpu's backend (GoBackend %q): "+
+				"simplego has one device and no collectives to all-reduce across replicas", n, GoBackendGotpu)
+		}
 		b, err = simplego.New(simpleGoConfig)
 	default: // Validate rejects it first; kept so a new name cannot silently open the wrong backend
 		err = fmt.Errorf("xla.Config.GoBackend: %q is not one of simplego, gotpu", r.cfg.GoBackend)
@@ -141,10 +146,6 @@ func (r *Runtime) openGo() error {
 		return fmt.Errorf("xla.Open: pure-Go backend %q: %w", name, err)
 	}
 	r.goBackend = name
-	n := r.cfg.NumDevices
-	if n == 0 {
-		n = 1
-	}
 	r.kind = DeviceGo
 	r.backend = b
 	r.devices = make([]Device, n)

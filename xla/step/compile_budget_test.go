@@ -8,15 +8,16 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // TestCompilationsPerShapeBudget: a run whose collator declares K bucket shapes compiles one
-// gradient program per declared shape — K — plus the one update program (its inputs do not depend
-// on the batch shape), however many steps it runs; evaluating adds one program per shape; a batch
-// outside the budget is refused before anything compiles. On the pure-Go backend, for real.
+// train program (the SPMD step over 2 replicas) per declared shape — K — however many steps it
+// runs; evaluating adds one program per shape; a batch outside the budget is refused before
+// anything compiles. On the pure-Go backend with 2 virtual devices, for real.
 func TestCompilationsPerShapeBudget(t *testing.T) {
 	ctx := context.Background()
-	rt := openGo(t)
+	rt := openGoDevices(t, xla.GoBackendGotpu, 2)
 	m, err := models.Load(ctx, rt, fixtureDir("bert-tiny"), models.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,21 +60,21 @@ func TestCompilationsPerShapeBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, _ := s.Compilations()
-		if i == k-1 && n != k+1 {
-			t.Fatalf("after one step per bucket: %d programs compiled, want %d (%d gradient + 1 update)", n, k+1, k)
+		if i == k-1 && n != k {
+			t.Fatalf("after one step per bucket: %d programs compiled, want %d (one train step per shape)", n, k)
 		}
 	}
-	if n, _ := s.Compilations(); n != k+1 || budget.Seen() != k {
+	if n, _ := s.Compilations(); n != k || budget.Seen() != k {
 		t.Fatalf("%d steps over %d declared shapes: %d programs compiled (want %d), %d shapes seen",
-			len(lengths), k, n, k+1, budget.Seen())
+			len(lengths), k, n, k, budget.Seen())
 	}
 	for _, longest := range []int{7, 15, 31, 2} {
 		if _, _, _, err := s.Evaluate(ctx, shard(longest)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, _ := s.Compilations(); n != 2*k+1 {
-		t.Errorf("after evaluating every bucket: %d programs, want %d", n, 2*k+1)
+	if n, _ := s.Compilations(); n != 2*k {
+		t.Errorf("after evaluating every bucket: %d programs, want %d", n, 2*k)
 	}
 	// Outside the budget: too long for the largest bucket, or another batch size.
 	if _, err := coll.Collate([]data.Example{{InputIDs: make([]int32, 33), HasLabel: true}}); err == nil ||
@@ -83,7 +84,7 @@ func TestCompilationsPerShapeBudget(t *testing.T) {
 	if err := budget.Check(perReplica+1, 8); err == nil {
 		t.Error("an undeclared batch size passed the shape budget")
 	}
-	if n, _ := s.Compilations(); n != 2*k+1 {
+	if n, _ := s.Compilations(); n != 2*k {
 		t.Errorf("refused shapes compiled something: %d programs", n)
 	}
 }

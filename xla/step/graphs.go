@@ -74,24 +74,6 @@ func (s *Stepper) evalGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	return []*Node{Mul(ConvertDType(loss, dtypes.Float32), terms), terms, logits}
 }
 
-// applyGraph: inputs are the host scalars (count, lr, decay, a, b, c: see hostScalars) and the N
-// replicas' accumulators; it all-reduces them on the host-loop path (a sum of the N inputs), then
-// updates as update does. Outputs: pre-clip global norm, 1 if applied.
-func (s *Stepper) applyGraph(c *mlctx.Context, nodes []*Node) []*Node {
-	accs := nodes[6:]
-	p := len(s.params)
-	n := len(accs) / p
-	sums := make([]*Node, p)
-	for i := range p {
-		sums[i] = accs[i]
-		for r := 1; r < n; r++ {
-			sums[i] = Add(sums[i], accs[r*p+i])
-		}
-	}
-	norm, finite := s.update(c, sums, nodes[0], updateScalars{lr: nodes[1], decay: nodes[2], a: nodes[3], b: nodes[4], c: nodes[5]})
-	return []*Node{norm, ConvertDType(finite, dtypes.Float32)}
-}
-
 // updateScalars are the per-step scalars the host computes (see hostScalars).
 type updateScalars struct{ lr, decay, a, b, c *Node }
 

@@ -10,16 +10,17 @@ import (
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/gpt2"
+	"github.com/gotpu/gotpu/xla"
 )
 
-// BenchmarkReplicas measures the cost of data parallelism on the pure-Go backend: the same global
-// batch (8 sequences of 64 tokens, GPT-2 vocab 2048, d 128, 2 layers) as 1 replica × 8 and as
-// 8 virtual replicas × 1, reporting ms/step for each and the overhead of replication + all-reduce
-// as a percentage of the 1-replica step.
+// BenchmarkReplicas measures the cost of data parallelism on gotpu's CPU backend: the same global
+// batch (8 sequences of 64 tokens, GPT-2 vocab 2048, d 128, 2 layers) as 1 device × 8 and as one
+// SPMD step over 8 virtual devices × 1 (in-graph all-reduce), reporting ms/step for each and the
+// overhead of replication + all-reduce as a percentage of the 1-device step (issue #7: < 10%).
 func BenchmarkReplicas(b *testing.B) {
 	ms := map[int]float64{}
 	for _, n := range []int{1, 8} {
-		rt := openGo(b)
+		rt := openGoDevices(b, xla.GoBackendGotpu, n)
 		cfg := gpt2.DefaultConfig()
 		cfg.VocabSize, cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NPositions = 2048, 128, 2, 4, 64
 		cfg.ResidPdrop, cfg.EmbdPdrop, cfg.AttnPdrop = 0, 0, 0

@@ -17,19 +17,17 @@ import (
 type Program string
 
 const (
-	// ProgramGradient is one replica's forward and backward pass on its first micro-batch
-	// (later micro-batches add an accumulator input).
+	// ProgramGradient is one replica's forward and backward pass on its first accumulation
+	// micro-batch (later ones add an accumulator input); it has no collective.
 	ProgramGradient Program = "gradient"
-	// ProgramUpdate is the host-loop update: the sum of the N replicas' accumulators, clipping
-	// and the optimizer.
-	ProgramUpdate Program = "update"
 	// ProgramEval is the evaluation forward pass.
 	ProgramEval Program = "eval"
-	// ProgramReplicatedStep is the fused data-parallel train step for accelerators: an SPMD
-	// program over Config.NumReplicas replicas in which each replica computes its gradients, one
-	// in-graph all-reduce (sum) over all replicas combines gradients, loss sum and loss-term count,
-	// and every replica applies the same clipped optimizer update — torch_xla's
-	// xm.optimizer_step, with no host transfer inside the step.
+	// ProgramReplicatedStep is the data-parallel train step, what Stepper.Step runs for a step
+	// without accumulation: an SPMD program over Config.NumReplicas replicas in which each replica
+	// computes its gradients, one in-graph all-reduce (sum) over all replicas combines gradients,
+	// loss sum and loss-term count, and every replica applies the same clipped optimizer update —
+	// torch_xla's xm.optimizer_step, with no host transfer inside the step. With accumulation,
+	// Step runs a variant that also takes the replica's accumulators.
 	ProgramReplicatedStep Program = "replicated_step"
 )
 
@@ -40,8 +38,8 @@ type BatchShape struct {
 	TokenTypeIDs bool
 }
 
-// replicatedScalars is the number of host scalars the replicated step takes after the batch:
-// lr, decay, a, b, c (hostScalars without the count, which the step all-reduces itself).
+// replicatedScalars is the number of host scalars the train step takes after the batch:
+// lr, decay, a, b, c (hostScalars; the count is all-reduced in the step).
 const replicatedScalars = 5
 
 // GraphFunc is a graph function over the model's context, as context.Exec runs it.
@@ -62,18 +60,6 @@ func (s *Stepper) ProgramGraph(p Program, b BatchShape) (xla.HLOSpec, GraphFunc,
 		return spec, s.gradGraph, nil
 	case ProgramEval:
 		return spec, s.evalGraph, nil
-	case ProgramUpdate:
-		in := make([]shapes.Shape, 6, 6+s.cfg.NumReplicas*len(s.params))
-		for i := range in {
-			in[i] = f32
-		}
-		for range s.cfg.NumReplicas {
-			for _, prm := range s.params {
-				in = append(in, shapes.Make(dtypes.Float32, prm.Shape...))
-			}
-		}
-		spec.Inputs = in
-		return spec, s.applyGraph, nil
 	case ProgramReplicatedStep:
 		if s.cfg.NumReplicas < 2 {
 			return xla.HLOSpec{}, nil, fmt.Errorf("step: program %s: Config.NumReplicas is %d; the replicated step needs at least 2",
@@ -84,19 +70,16 @@ func (s *Stepper) ProgramGraph(p Program, b BatchShape) (xla.HLOSpec, GraphFunc,
 		}
 		spec.Name = fmt.Sprintf("%s_%dreplicas", spec.Name, s.cfg.NumReplicas)
 		spec.Replicas = s.cfg.NumReplicas
-		return spec, s.replicatedGraph, nil
+		return spec, s.trainGraph, nil
 	}
-	return xla.HLOSpec{}, nil, fmt.Errorf("step: unknown program %q (want %s, %s, %s or %s)",
-		p, ProgramGradient, ProgramUpdate, ProgramEval, ProgramReplicatedStep)
+	return xla.HLOSpec{}, nil, fmt.Errorf("step: unknown program %q (want %s, %s or %s)",
+		p, ProgramGradient, ProgramEval, ProgramReplicatedStep)
 }
 
 // StableHLO returns the StableHLO text of one of the Stepper's programs for batch shape b, as
 // gotpu would hand it to a PJRT plugin — without a plugin or device (xla.StableHLOContext). The
-// model's variables are read for their shapes only.
-//
-// The Stepper does not run ProgramReplicatedStep itself: the pure-Go backend has no collectives,
-// so Step keeps the host loop (one gradient program per replica, then ProgramUpdate); running the
-// fused step on several devices is the work of a backend that executes SPMD programs.
+// model's variables are read for their shapes only. It is the program Step runs on every
+// backend (gotpu's CPU backend executes the same SPMD graph with its own all-reduce).
 func (s *Stepper) StableHLO(ctx context.Context, p Program, b BatchShape) (string, error) {
 	spec, fn, err := s.ProgramGraph(p, b)
 	if err != nil {
@@ -118,21 +101,34 @@ func (s *Stepper) batchShapes(b BatchShape) []shapes.Shape {
 	return append(in, shapes.Make(dtypes.Int32, b.Size))
 }
 
-// replicatedGraph is ProgramReplicatedStep. Inputs: the replica's batch, then lr, decay, a, b, c
-// (hostScalars less the count). Outputs, after the updated variables: the global loss sum, the
-// global number of loss terms, the pre-clip global gradient norm, 1 if the update was applied.
-// Every output is the same on all replicas.
-func (s *Stepper) replicatedGraph(c *mlctx.Context, nodes []*Node) []*Node {
+// trainGraph is the train step, ProgramReplicatedStep. Inputs: the replica's batch, then lr,
+// decay, a, b, c (hostScalars), then — for the last micro-batch of an accumulating step — the
+// replica's loss sum and loss-term count so far and its gradient accumulators. Outputs, after the
+// updated variables: the global loss sum, the global number of loss terms, the pre-clip global
+// gradient norm, 1 if the update was applied. Every output is the same on all replicas. On one
+// replica there is nothing to all-reduce.
+func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
+	p := len(s.params)
 	nb := len(nodes) - replicatedScalars
+	var carry []*Node
+	if nb > 4 {
+		nb -= 2 + p
+		carry = nodes[nb+replicatedScalars:]
+	}
 	b, _ := splitBatch(nodes[:nb], nb == 4)
-	sc := nodes[nb:]
+	sc := nodes[nb : nb+replicatedScalars]
 	sum, terms, grads := s.replicaGradients(c, b)
-	p := len(grads)
+	if carry != nil {
+		sum, terms = Add(carry[0], sum), Add(carry[1], terms)
+		for i := range grads {
+			grads[i] = Add(carry[2+i], grads[i])
+		}
+	}
 	// One all-reduce for every replica-local quantity the update needs: the gradient sums and
 	// the loss sum and term count (the mean's numerator and denominator over the global batch).
 	local := append(append(make([]*Node, 0, p+2), grads...), sum, terms)
 	global := local
-	if !s.omitAllReduce {
+	if s.cfg.NumReplicas > 1 && !s.omitAllReduce {
 		global = sum.Graph().Distributed().AllReduce(local, backends.ReduceOpSum)
 	}
 	norm, finite := s.update(c, global[:p], global[p+1], updateScalars{lr: sc[0], decay: sc[1], a: sc[2], b: sc[3], c: sc[4]})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/xla"
 )
 
 func sameState(t *testing.T, a, b State) {
@@ -38,7 +39,7 @@ func TestExportImportState(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	batches := []*data.Batch{randomBatch(rng, 4, 16, 512), randomBatch(rng, 4, 16, 512), randomBatch(rng, 4, 16, 512)}
 	newStepper := func(replicas int) *Stepper {
-		rt := openGo(t)
+		rt := openGoDevices(t, xla.GoBackendGotpu, replicas)
 		m, err := models.Load(context.Background(), rt, fixtureDir("llama-tiny"), models.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
@@ -91,9 +93,12 @@ func openGo(t testing.TB) *xla.Runtime { return openGoBackend(t, xla.GoBackendSi
 // the same tolerances.
 var goBackends = []string{xla.GoBackendSimpleGo, xla.GoBackendGotpu}
 
-func openGoBackend(t testing.TB, backend string) *xla.Runtime {
+func openGoBackend(t testing.TB, backend string) *xla.Runtime { return openGoDevices(t, backend, 1) }
+
+// openGoDevices opens a pure-Go runtime with n virtual devices (n > 1 needs gotpu's backend).
+func openGoDevices(t testing.TB, backend string, n int) *xla.Runtime {
 	t.Helper()
-	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceGo, GoBackend: backend})
+	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceGo, GoBackend: backend, NumDevices: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,11 +281,13 @@ func split(b *data.Batch, n int) []*data.Batch {
 	return out
 }
 
-// TestReplicaEquivalence: 8 replicas × batch 1, 1 replica × batch 8 and 2 replicas × 4
-// accumulation steps × batch 1 make the same updates (within 1e-5 relative after 5 steps), with
-// padding, so rows have different numbers of loss terms. It uses the Llama fixture: GPT-2 and BERT
-// have attention key biases whose true gradient is zero, and AdamW turns the rounding noise of
-// each layout into different full-size steps there (see zeroTrueGradient).
+// TestReplicaEquivalence: 8 replicas × batch 1, 1 replica × batch 8, 2 replicas × 4 accumulation
+// steps × batch 1 and 1 replica × 8 accumulation steps make the same updates (within 1e-5
+// relative after 5 steps), with padding, so rows have different numbers of loss terms. Several
+// replicas run as one SPMD program on as many virtual devices, through the in-graph all-reduce
+// (gotpu's backend only: simplego has one device and no collectives). It uses the Llama fixture:
+// GPT-2 and BERT have attention key biases whose true gradient is zero, and AdamW turns the
+// rounding noise of each layout into different full-size steps there (see zeroTrueGradient).
 func TestReplicaEquivalence(t *testing.T) {
 	for _, backend := range goBackends {
 		t.Run(backend, func(t *testing.T) { replicaEquivalence(t, backend) })
@@ -310,11 +317,21 @@ func replicaEquivalence(t *testing.T, backend string) {
 			}
 			return out
 		}},
+		{"1x1 accum 8", 1, 8, func(b *data.Batch) [][]*data.Batch {
+			out := make([][]*data.Batch, 8)
+			for a, row := range split(b, 8) {
+				out[a] = []*data.Batch{row}
+			}
+			return out
+		}},
 	}
 	var base map[string][]float64
 	var baseLosses []float64
 	for _, l := range layouts {
-		rt := openGoBackend(t, backend)
+		if l.replicas > 1 && backend == xla.GoBackendSimpleGo {
+			continue
+		}
+		rt := openGoDevices(t, backend, l.replicas)
 		m, err := models.Load(context.Background(), rt, fixtureDir("llama-tiny"), models.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -332,6 +349,9 @@ func replicaEquivalence(t *testing.T, backend string) {
 				t.Fatal(err)
 			}
 			losses = append(losses, res.Loss)
+		}
+		if l.replicas > 1 {
+			identicalShards(t, m, l.replicas)
 		}
 		params := map[string][]float64{}
 		for _, p := range m.Params() {
@@ -362,5 +382,39 @@ func replicaEquivalence(t *testing.T, backend string) {
 		if worst > 1e-5 {
 			t.Errorf("%s: parameters differ from 1x8 by %.2e relative (%s)", l.name, worst, where)
 		}
+	}
+}
+
+// identicalShards checks that every variable of the context (parameters, optimizer state, RNG
+// state) holds the same bytes on all n devices after SPMD steps: the replicas did not diverge.
+func identicalShards(t *testing.T, m models.Model, n int) {
+	t.Helper()
+	checked := 0
+	m.Context().EnumerateVariables(func(v *mlctx.Variable) {
+		dv, err := v.DistributedValue()
+		if err != nil {
+			t.Fatalf("%s: %v", v.ScopeAndName(), err)
+		}
+		shards := dv.Shards()
+		if len(shards) != n {
+			t.Fatalf("%s: %d shards, want %d", v.ScopeAndName(), len(shards), n)
+		}
+		raw := func(x *tensors.Tensor) []byte {
+			var out []byte
+			if err := x.ConstBytes(func(b []byte) { out = bytes.Clone(b) }); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		first := raw(shards[0])
+		for r, sh := range shards[1:] {
+			if !bytes.Equal(raw(sh), first) {
+				t.Errorf("%s: replica %d differs from replica 0", v.ScopeAndName(), r+1)
+			}
+		}
+		checked++
+	})
+	if checked == 0 {
+		t.Fatal("no variables")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -47,7 +48,13 @@ type Stepper struct {
 	params []models.Param
 	causal bool
 
-	grad, apply, eval *mlctx.Exec
+	// grad runs the accumulation micro-batches of a step (all but the last), train the last one
+	// with the all-reduce and the update (ProgramReplicatedStep, or its variant carrying the
+	// accumulators), eval the evaluation forward pass. grad and train are SPMD programs over
+	// NumReplicas devices when there are several; eval runs on device 0.
+	grad, train, eval *mlctx.Exec
+	// spmdReady records that grad and train were configured for the runtime's devices (ready).
+	spmdReady bool
 	// t is the optimizer's step count (torch's state["step"]), advanced only by applied updates.
 	t int
 	// poison makes the next update's gradients non-finite (PoisonNextStep, a test hook).
@@ -83,13 +90,34 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	if s.grad, err = mlctx.NewExec(rt.Backend(), m.Context(), s.gradGraph); err != nil {
 		return nil, err
 	}
-	if s.apply, err = mlctx.NewExec(rt.Backend(), m.Context(), s.applyGraph); err != nil {
+	if s.train, err = mlctx.NewExec(rt.Backend(), m.Context(), s.trainGraph); err != nil {
 		return nil, err
 	}
 	if s.eval, err = mlctx.NewExec(rt.Backend(), m.Context(), s.evalGraph); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ready makes the training programs SPMD programs over the runtime's first NumReplicas devices,
+// the first time a step runs. It is not done by New, so that a Stepper for more replicas than the
+// runtime has can still trace its programs (StableHLO).
+func (s *Stepper) ready() error {
+	n := s.cfg.NumReplicas
+	if s.spmdReady || n == 1 {
+		return nil
+	}
+	if have := s.rt.NumDevices(); n > have {
+		return fmt.Errorf("step.Config.NumReplicas: %d replicas, but the runtime has %d devices (xla.Config.NumDevices)", n, have)
+	}
+	mesh, err := distributed.NewDeviceMesh([]int{n}, []string{xla.ReplicaAxis})
+	if err != nil {
+		return err
+	}
+	s.grad.SPMD(mesh)
+	s.train.SPMD(mesh)
+	s.spmdReady = true
+	return nil
 }
 
 // Compilations returns how many distinct programs (graph × input shapes) were traced and compiled
@@ -209,68 +237,126 @@ func (s *Stepper) lossTerms(labels *graph.Node) *graph.Node {
 
 // Step runs one optimizer step: micro[a][r] is micro-batch a of replica r (A accumulation steps
 // × N replicas). lr is the learning rate of this update.
+//
+// The N replicas run as one SPMD program on N devices. Each micro-batch but the last runs the
+// gradient program, which adds every replica's gradients into that replica's accumulator on its
+// device; the last runs the train program, which adds its gradients (and the accumulators), sums
+// gradients, loss sum and loss-term count over the replicas with one in-graph all-reduce, and
+// applies the same update on every replica (torch_xla's xm.optimizer_step). Only scalars (loss
+// sums, counts, the norm) come back to the host.
 func (s *Stepper) Step(ctx context.Context, micro [][]*data.Batch, lr float64) (res Result, err error) {
 	defer xla.Recover(&err, "step.Step")
 	n := s.cfg.NumReplicas
 	if len(micro) == 0 {
 		return Result{}, fmt.Errorf("step.Step: no micro-batches")
 	}
-	acc := make([][]*tensors.Tensor, n) // per replica: gradient sums
-	var lossSum, count float64
 	for a, replicas := range micro {
 		if len(replicas) != n {
 			return Result{}, fmt.Errorf("step.Step: micro-batch %d has %d shards for %d replicas", a, len(replicas), n)
 		}
+	}
+	if err := s.ready(); err != nil {
+		return Result{}, err
+	}
+	var acc [][]*tensors.Tensor // per replica: its gradient sums so far, on its device
+	carrySum, carryTerms := make([]float64, n), make([]float64, n)
+	defer func() {
+		for _, ts := range acc {
+			for _, t := range ts {
+				t.FinalizeAll()
+			}
+		}
+	}()
+	last := len(micro) - 1
+	for a, replicas := range micro[:last] {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		var args []*tensors.Tensor
 		for r, b := range replicas {
-			if err := ctx.Err(); err != nil {
-				return Result{}, err
+			args = append(args, s.batchInputs(b)...)
+			if acc != nil {
+				args = append(args, acc[r]...)
 			}
-			args := s.batchInputs(b)
-			args = append(args, acc[r]...)
-			outs, err := s.run(s.grad, args)
-			if err != nil {
-				return Result{}, fmt.Errorf("gradients of micro-batch %d, replica %d: %w", a, r, err)
-			}
-			lossSum += scalar(outs[0])
-			count += scalar(outs[1])
+		}
+		outs, err := s.run(s.grad, args)
+		if err != nil {
+			return Result{}, fmt.Errorf("gradients of micro-batch %d: %w", a, err)
+		}
+		if acc == nil {
+			acc = make([][]*tensors.Tensor, n)
+		}
+		per := len(outs) / n
+		for r := range n {
+			o := outs[r*per : (r+1)*per]
+			carrySum[r] += scalar(o[0])
+			carryTerms[r] += scalar(o[1])
 			for _, t := range acc[r] {
 				t.FinalizeAll()
 			}
-			acc[r] = outs[2:]
+			acc[r] = o[2:]
 		}
 	}
-	res = Result{LossSum: lossSum, Count: count, Loss: lossSum / count}
-	if count == 0 {
-		res.Loss = 0
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
 	}
-	scaleCount := count
 	if s.poison {
-		scaleCount, s.poison = math.NaN(), false
+		s.poison = false
+		acc = s.poisoned(acc)
 	}
-	args := s.hostScalars(lr, scaleCount)
-	for r := range n {
-		args = append(args, acc[r]...)
-	}
-	outs, err := s.run(s.apply, args)
-	for _, ts := range acc {
-		for _, t := range ts {
-			t.FinalizeAll()
+	var args []*tensors.Tensor
+	for r, b := range micro[last] {
+		args = append(args, s.batchInputs(b)...)
+		args = append(args, s.hostScalars(lr)...)
+		if acc != nil {
+			args = append(args, tensors.FromScalar(float32(carrySum[r])), tensors.FromScalar(float32(carryTerms[r])))
+			args = append(args, acc[r]...)
 		}
 	}
+	outs, err := s.run(s.train, args)
 	if err != nil {
-		return Result{}, fmt.Errorf("optimizer update: %w", err)
+		return Result{}, fmt.Errorf("train step: %w", err)
 	}
-	res.GradNorm = scalar(outs[0])
-	res.Skipped = scalar(outs[1]) == 0
+	// Every replica returns the same all-reduced values; replica 0's are read, the rest freed.
+	per := len(outs) / n
+	for _, t := range outs[per:] {
+		t.FinalizeAll()
+	}
+	res = Result{LossSum: scalar(outs[0]), Count: scalar(outs[1]), GradNorm: scalar(outs[2]), Skipped: scalar(outs[3]) == 0}
+	if res.Count > 0 {
+		res.Loss = res.LossSum / res.Count
+	}
 	if !res.Skipped {
 		s.t++
 	}
 	return res, nil
 }
 
+// poisoned makes replica 0's first gradient accumulator NaN (zero accumulators are made for a step
+// without accumulation), so that the all-reduced gradients are not finite while the loss is not
+// touched (PoisonNextStep).
+func (s *Stepper) poisoned(acc [][]*tensors.Tensor) [][]*tensors.Tensor {
+	if acc == nil {
+		acc = make([][]*tensors.Tensor, s.cfg.NumReplicas)
+		for r := range acc {
+			for _, p := range s.params {
+				acc[r] = append(acc[r], tensors.FromShape(shapes.Make(dtypes.Float32, p.Shape...)))
+			}
+		}
+	}
+	p := s.params[0]
+	nan := make([]float32, shapes.Make(dtypes.Float32, p.Shape...).Size())
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	acc[0][0].FinalizeAll()
+	acc[0][0] = tensors.FromFlatDataAndDimensions(nan, p.Shape...)
+	return acc
+}
+
 // hostScalars computes, in float64 as torch does on the host, the per-step scalars of the update
-// for step t+1, and passes them to the graph as float32: [count, lr, decay, a, b, c].
-func (s *Stepper) hostScalars(lr, count float64) []*tensors.Tensor {
+// for step t+1, and passes them to the graph as float32: [lr, decay, a, b, c].
+func (s *Stepper) hostScalars(lr float64) []*tensors.Tensor {
 	o := s.cfg.Optimizer
 	t := float64(s.t + 1)
 	var a, b, c float64
@@ -283,7 +369,7 @@ func (s *Stepper) hostScalars(lr, count float64) []*tensors.Tensor {
 		a = lr
 		b = 1 - math.Pow(t, -0.8) // beta2t with decay_rate -0.8
 	}
-	vals := []float64{count, lr, 1 - lr*o.WeightDecay, a, b, c}
+	vals := []float64{lr, 1 - lr*o.WeightDecay, a, b, c}
 	out := make([]*tensors.Tensor, len(vals))
 	for i, v := range vals {
 		out[i] = tensors.FromScalar(float32(v))

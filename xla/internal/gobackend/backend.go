@@ -7,7 +7,6 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/gotpu/gotpu/xla/internal/gemm"
 )
@@ -26,22 +25,29 @@ type Config struct {
 	Threads int
 	// Kernel forces a GEMM micro-kernel (tests run every one); the zero value picks the fastest.
 	Kernel gemm.Kernel
+	// NumDevices is the number of virtual devices (replicas of an SPMD program); 0 means 1. They
+	// share the host's cores and memory.
+	NumDevices int
 }
+
+// MaxDevices bounds Config.NumDevices.
+const MaxDevices = 1024
 
 // Backend is gotpu's CPU backend: its builders record the graph, and Compile runs DotGeneral on
 // gotpu's GEMM and every other operation on simplego (see the package documentation). Buffers are
 // simplego's, so data moves between native operations and fallback segments without copies.
 //
-// It has one device. It is safe for concurrent use.
+// It has Config.NumDevices virtual devices. It is safe for concurrent use.
 type Backend struct {
-	sg  backends.Backend // simplego: buffers, fallback segments, shape builders
-	cfg Config
+	sg         backends.Backend // simplego: storage, fallback segments, shape builders
+	cfg        Config
+	numDevices int
 
-	// workers are the idle native-op workers (a GEMM pool and packing scratch). An execution
-	// takes one (or makes one) and puts it back, so concurrent executions never share buffers and
-	// steady state allocates none.
+	// workers are the idle native-op workers (a GEMM pool and packing scratch), by thread count.
+	// An execution (one per replica of an SPMD program) takes one (or makes one) and puts it
+	// back, so concurrent executions never share buffers and steady state allocates none.
 	workerMu sync.Mutex
-	workers  []*worker
+	workers  map[int][]*worker
 
 	finalizeOnce sync.Once
 }
@@ -50,8 +56,18 @@ var _ backends.Backend = (*Backend)(nil)
 
 // New returns a Backend. It fails if cfg asks for a GEMM kernel this CPU does not support.
 func New(cfg Config) (*Backend, error) {
+	if cfg.NumDevices < 0 || cfg.NumDevices > MaxDevices {
+		return nil, fmt.Errorf("gobackend.Config.NumDevices: %d is not in [0, %d]", cfg.NumDevices, MaxDevices)
+	}
+	if cfg.Threads < 0 {
+		return nil, fmt.Errorf("gobackend.Config.Threads: %d is negative", cfg.Threads)
+	}
+	threads := cfg.Threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
 	// The first worker is made now, so that a bad Config fails here and not at the first product.
-	w, err := newWorker(cfg)
+	w, err := newWorker(cfg, threads)
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +75,25 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gobackend: simplego fallback: %w", err)
 	}
-	return &Backend{sg: sg, cfg: cfg, workers: []*worker{w}}, nil
+	b := &Backend{sg: sg, cfg: cfg, numDevices: max(cfg.NumDevices, 1), workers: map[int][]*worker{}}
+	b.releaseWorker(w)
+	return b, nil
+}
+
+// threads is the number of goroutines one execution's native operations use: Config.Threads
+// (GOMAXPROCS by default), divided among the concurrent replicas of an SPMD execution, which
+// share the same cores.
+func (b *Backend) threads(replicas int) int {
+	t := b.cfg.Threads
+	if t == 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return max(1, t/max(replicas, 1))
 }
 
 // worker is what one execution needs to run native operations.
 type worker struct {
+	threads int
 	pool    *gemm.Pool
 	scratch dotScratch
 	// regs are the fusion registers of each goroutine a native elementwise or reduction
@@ -74,41 +104,39 @@ type worker struct {
 	bsrcs [][]bool
 }
 
-// newWorker makes a worker with its GEMM pool.
-func newWorker(cfg Config) (*worker, error) {
-	pool, err := gemm.NewPool(gemm.Config{Threads: cfg.Threads, Kernel: cfg.Kernel})
+// newWorker makes a worker using threads goroutines, with its GEMM pool.
+func newWorker(cfg Config, threads int) (*worker, error) {
+	pool, err := gemm.NewPool(gemm.Config{Threads: threads, Kernel: cfg.Kernel})
 	if err != nil {
 		return nil, fmt.Errorf("gobackend: %w", err)
 	}
-	threads := cfg.Threads
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
-	return &worker{pool: pool, regs: make([]fuseRegs, threads)}, nil
+	return &worker{threads: threads, pool: pool, regs: make([]fuseRegs, threads)}, nil
 }
 
-// acquireWorker returns an idle worker, creating one if all are busy.
-func (b *Backend) acquireWorker() (*worker, error) {
+// acquireWorker returns an idle worker using threads goroutines, creating one if all are busy.
+func (b *Backend) acquireWorker(threads int) (*worker, error) {
 	b.workerMu.Lock()
-	if n := len(b.workers); n > 0 {
-		w := b.workers[n-1]
-		b.workers = b.workers[:n-1]
+	if ws := b.workers[threads]; len(ws) > 0 {
+		w := ws[len(ws)-1]
+		b.workers[threads] = ws[:len(ws)-1]
 		b.workerMu.Unlock()
 		return w, nil
 	}
 	b.workerMu.Unlock()
-	return newWorker(b.cfg)
+	return newWorker(b.cfg, threads)
 }
 
 func (b *Backend) releaseWorker(w *worker) {
 	b.workerMu.Lock()
-	b.workers = append(b.workers, w)
+	if b.workers != nil {
+		b.workers[w.threads] = append(b.workers[w.threads], w)
+	}
 	b.workerMu.Unlock()
 }
 
 // Kernel reports the GEMM micro-kernel native products use.
 func (b *Backend) Kernel() gemm.Kernel {
-	w, err := b.acquireWorker()
+	w, err := b.acquireWorker(b.threads(1))
 	if err != nil {
 		return b.cfg.Kernel
 	}
@@ -123,10 +151,10 @@ func (b *Backend) Description() string {
 	return fmt.Sprintf("gotpu CPU backend: GEMM (%s) and float32 elementwise/reductions native, other ops on %s", b.Kernel(), b.sg.Description())
 }
 
-func (b *Backend) NumDevices() int { return 1 }
+func (b *Backend) NumDevices() int { return b.numDevices }
 
 func (b *Backend) DeviceDescription(d backends.DeviceNum) string {
-	return fmt.Sprintf("host CPU %d (gotpu CPU backend)", d)
+	return fmt.Sprintf("virtual device %d of %d on the host CPU (gotpu CPU backend)", d, b.numDevices)
 }
 
 // Capabilities are simplego's: every operation either runs natively or falls back to it.
@@ -146,28 +174,3 @@ func (b *Backend) Finalize() {
 }
 
 func (b *Backend) IsFinalized() bool { return b.sg.IsFinalized() }
-
-// The data interface is simplego's: gotpu's native operations read and write simplego buffers
-// through their shared slices.
-
-func (b *Backend) BufferFinalize(buf backends.Buffer) error { return b.sg.BufferFinalize(buf) }
-func (b *Backend) BufferShape(buf backends.Buffer) (shapes.Shape, error) {
-	return b.sg.BufferShape(buf)
-}
-func (b *Backend) BufferDeviceNum(buf backends.Buffer) (backends.DeviceNum, error) {
-	return b.sg.BufferDeviceNum(buf)
-}
-func (b *Backend) BufferToFlatData(buf backends.Buffer, flat any) error {
-	return b.sg.BufferToFlatData(buf, flat)
-}
-func (b *Backend) BufferFromFlatData(d backends.DeviceNum, flat any, s shapes.Shape) (backends.Buffer, error) {
-	return b.sg.BufferFromFlatData(d, flat, s)
-}
-func (b *Backend) HasSharedBuffers() bool { return true }
-func (b *Backend) NewSharedBuffer(d backends.DeviceNum, s shapes.Shape) (backends.Buffer, any, error) {
-	return b.sg.NewSharedBuffer(d, s)
-}
-func (b *Backend) BufferData(buf backends.Buffer) (any, error) { return b.sg.BufferData(buf) }
-func (b *Backend) BufferCopyToDevice(src backends.Buffer, d backends.DeviceNum) (backends.Buffer, error) {
-	return b.sg.BufferCopyToDevice(src, d)
-}

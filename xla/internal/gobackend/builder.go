@@ -65,6 +65,11 @@ type Builder struct {
 	shadow  backends.Builder
 	// compiled is set by Compile; a builder compiles once.
 	compiled bool
+	// numDevices is the number of replicas of an SPMD computation (DistributedSPMD), 0 for a
+	// single-device one; devices is the device assignment (DeviceAssignment), nil for the default
+	// (0..numDevices-1, or a portable single-device computation).
+	numDevices int
+	devices    []backends.DeviceNum
 }
 
 var _ backends.Builder = (*Builder)(nil)
@@ -138,10 +143,17 @@ func (b *Builder) OpShape(op backends.Op) (shapes.Shape, error) {
 	return vs[0].shape.Clone(), nil
 }
 
-// Parameter records an input of the computation. Shardings are not supported (one device).
+// Parameter records an input of the computation. An SPMD program's parameters are each replica's
+// own: a sharding spec may only say so (every axis replicated, as GoMLX marks the variables of an
+// SPMD graph); splitting an axis over devices (auto-sharding) is not supported.
 func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.ShardingSpec) (backends.Op, error) {
 	if sharding != nil {
-		return nil, fmt.Errorf("gobackend: parameter %q of %q: sharding is not supported (one device)", name, b.name)
+		for axis, mesh := range sharding.Axes {
+			if len(mesh) > 0 {
+				return nil, fmt.Errorf("gobackend: parameter %q of %q: axis %d is sharded over mesh axes %v; only replicated parameters are supported (SPMD with explicit collectives)",
+					name, b.name, axis, mesh)
+			}
+		}
 	}
 	shape = shape.Clone()
 	outs, err := b.record(backends.OpTypeParameter, nil, []any{name, shape},
@@ -179,23 +191,41 @@ func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// DistributedSPMD, DistributedAutoSharding and DeviceAssignment: the backend has one device.
+// DistributedSPMD makes the computation an SPMD program over numDevices replicas: Execute runs
+// every replica on its own inputs, concurrently, synchronised only by the collectives (AllReduce).
 func (b *Builder) DistributedSPMD(numDevices int) error {
-	if numDevices == 1 {
-		return nil
+	if numDevices < 1 || numDevices > b.backend.numDevices {
+		return fmt.Errorf("gobackend: computation %q: SPMD over %d devices, the backend has %d", b.name, numDevices, b.backend.numDevices)
 	}
-	return fmt.Errorf("gobackend: computation %q: SPMD over %d devices is not supported yet (one device)", b.name, numDevices)
+	if len(b.nodes) > 0 {
+		return fmt.Errorf("gobackend: computation %q: DistributedSPMD after operations were recorded", b.name)
+	}
+	b.numDevices = numDevices
+	return nil
 }
 
 func (b *Builder) DistributedAutoSharding(...backends.Mesh) error {
-	return fmt.Errorf("gobackend: computation %q: auto-sharding is not supported (one device)", b.name)
+	return fmt.Errorf("gobackend: computation %q: auto-sharding is not supported (SPMD with explicit collectives is)", b.name)
 }
 
+// DeviceAssignment fixes the devices the computation runs on: replica i on devices[i] (one
+// device for a single-device computation, which is then not portable).
 func (b *Builder) DeviceAssignment(devices ...backends.DeviceNum) error {
-	if len(devices) == 1 && devices[0] == 0 {
-		return nil
+	if want := max(b.numDevices, 1); len(devices) != want {
+		return fmt.Errorf("gobackend: computation %q: device assignment %v for %d replicas", b.name, devices, want)
 	}
-	return fmt.Errorf("gobackend: computation %q: device assignment %v: the backend has one device (0)", b.name, devices)
+	seen := map[backends.DeviceNum]bool{}
+	for _, d := range devices {
+		if err := b.backend.checkDevice(d); err != nil {
+			return fmt.Errorf("gobackend: computation %q: device assignment %v: %w", b.name, devices, err)
+		}
+		if seen[d] {
+			return fmt.Errorf("gobackend: computation %q: device assignment %v names device %d twice", b.name, devices, d)
+		}
+		seen[d] = true
+	}
+	b.devices = slices.Clone(devices)
+	return nil
 }
 
 // cloneIntLists deep-copies a list of int lists (AllReduce's replica groups).

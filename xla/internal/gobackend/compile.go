@@ -32,8 +32,10 @@ type nativeOp struct {
 	fus   *fusion        // a fused group of elementwise operations
 	red   *reducePlan    // ReduceSum or ReduceMax
 	trans *transposePlan // Transpose
+	ar    *allReducePlan // AllReduce: reads[i] reduced across replicas into outs[i]
 	reads []int          // value ids of the buffers it reads
-	out   int            // value id of its output
+	out   int            // value id of its output (all but AllReduce)
+	outs  []int          // value ids of AllReduce's outputs
 	name  string         // the operation, for errors
 }
 
@@ -46,7 +48,7 @@ type transposePlan struct {
 // compiles the segments (see the package documentation).
 func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
 	if len(shardings) > 0 {
-		return nil, fmt.Errorf("gobackend: computation %q: output shardings are not supported (one device)", b.name)
+		return nil, fmt.Errorf("gobackend: computation %q: output sharding specs are not supported (SPMD with explicit collectives is)", b.name)
 	}
 	if b.compiled {
 		return nil, fmt.Errorf("gobackend: computation %q is already compiled", b.name)
@@ -138,11 +140,23 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			absorbed[id] = true
 		}
 	}
+	replicas := max(b.numDevices, 1)
 	for _, n := range b.nodes {
 		if !needed[n.id] || native[n.id] != nil || absorbed[n.id] {
 			continue
 		}
-		if p := planReduce(n); p != nil {
+		if n.op == backends.OpTypeAllReduce {
+			p, err := planAllReduce(n, replicas)
+			if err != nil {
+				return nil, fmt.Errorf("gobackend: computation %q: %s #%d: %w", b.name, n.op, n.id, err)
+			}
+			nat := &nativeOp{ar: p, out: -1, name: n.op.String()}
+			for i, in := range n.inputs {
+				nat.reads = append(nat.reads, in.id)
+				nat.outs = append(nat.outs, n.outputs[i].id)
+			}
+			native[n.id] = nat
+		} else if p := planReduce(n); p != nil {
 			native[n.id] = &nativeOp{red: p, reads: []int{p.in}, out: p.out, name: n.op.String()}
 		} else if n.op == backends.OpTypeTranspose && n.outputs[0].shape.DType == dtypes.Float32 {
 			p := &transposePlan{dims: n.inputs[0].shape.Dimensions, perm: n.attrs[0].([]int)}
@@ -223,7 +237,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}
 
-	e := &Executable{backend: b.backend, name: b.name, numValues: len(b.values)}
+	e := &Executable{backend: b.backend, name: b.name, numValues: len(b.values), replicas: replicas, devices: b.devices}
 	e.valueShapes = make([]shapes.Shape, len(b.values))
 	for _, v := range b.values {
 		e.valueShapes[v.id] = v.shape
@@ -287,7 +301,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 	st := e.Stats()
 	slog.Debug("gobackend: compiled", "computation", b.name, "nodes", st.Nodes, "segments", st.Segments,
 		"native", st.Native, "packed_operands", st.PackedOperands, "fusions", st.Fusions, "fused_ops", st.FusedOps,
-		"reductions", st.Reductions, "transposes", st.Transposes)
+		"reductions", st.Reductions, "transposes", st.Transposes, "all_reduces", st.AllReduces, "replicas", replicas)
 	ok = true
 	return e, nil
 }
@@ -377,8 +391,12 @@ func (b *Builder) buildSegment(s int, needed []bool, isNative func(int) bool, sl
 // Executable runs a compiled computation: its steps in order, passing simplego buffers between
 // them. It is safe for concurrent use.
 type Executable struct {
-	backend      *Backend
-	name         string
+	backend *Backend
+	name    string
+	// replicas is the number of SPMD replicas (1 for a single-device computation); devices the
+	// device assignment (nil: replicas 0..replicas-1, or portable if single-device).
+	replicas     int
+	devices      []backends.DeviceNum
 	numValues    int
 	inputs       []int
 	inputNames   []string
@@ -429,6 +447,7 @@ type Stats struct {
 	FusedOps       int // operations computed inside them
 	Reductions     int // native reductions
 	Transposes     int // native transposes
+	AllReduces     int // all-reduces
 }
 
 // Stats reports how the computation was split (tests and benchmarks log it).
@@ -455,6 +474,8 @@ func (e *Executable) Stats() Stats {
 			s.Reductions++
 		case nat.trans != nil:
 			s.Transposes++
+		case nat.ar != nil:
+			s.AllReduces++
 		}
 	}
 	return s

@@ -4,34 +4,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 )
 
-// Execute runs the computation. Buffers are simplego's (this backend's). Donated inputs are
-// handed on to the last step that reads them (a segment may then reuse them in place) or freed
-// after it; intermediate buffers are freed right after their last reader, so an execution holds
-// only what is still needed and the buffer pool recycles the rest for the next execution.
+// Execute runs the computation: once on the given device (or its assigned one), or, for an SPMD
+// computation, once per replica — concurrently, each on its own inputs (inputs and outputs are
+// replica-major, as GoMLX lays them out) — meeting at the collectives (see spmd.go). Donated
+// inputs are handed on to the last step that reads them (a segment may then reuse them in place)
+// or freed after it; intermediate buffers are freed right after their last reader, so an
+// execution holds only what is still needed and the buffer pool recycles the rest for the next
+// execution.
 func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device backends.DeviceNum) (outs []backends.Buffer, err error) {
-	if device != 0 {
-		return nil, fmt.Errorf("gobackend: %q: device %d: the backend has one device (0)", e.name, device)
-	}
-	if len(inputs) != len(e.inputs) {
-		return nil, fmt.Errorf("gobackend: %q takes %d inputs, got %d", e.name, len(e.inputs), len(inputs))
+	np, n := len(e.inputs), e.replicas
+	if len(inputs) != np*n {
+		return nil, fmt.Errorf("gobackend: %q takes %d inputs × %d replicas, got %d", e.name, np, n, len(inputs))
 	}
 	if len(donate) != 0 && len(donate) != len(inputs) {
 		return nil, fmt.Errorf("gobackend: %q: %d donate flags for %d inputs", e.name, len(donate), len(inputs))
 	}
-	sg := e.backend.sg
-	env := make([]backends.Buffer, e.numValues)
-	owned := make([]bool, e.numValues)
-	for i, buf := range inputs {
-		if buf == nil {
-			return nil, fmt.Errorf("gobackend: %q: input #%d (%q) is nil", e.name, i, e.inputNames[i])
+	devs := e.devices
+	if devs == nil {
+		devs = make([]backends.DeviceNum, n)
+		for r := range devs {
+			devs[r] = backends.DeviceNum(r)
 		}
-		s, err := sg.BufferShape(buf)
+		if n == 1 {
+			devs[0] = device // portable
+		}
+	}
+	if err := e.backend.checkDevice(devs[0]); err != nil {
+		return nil, fmt.Errorf("gobackend: %q: %w", e.name, err)
+	}
+	// Check every input before taking any donated one, so a refused call consumes nothing.
+	bufs := make([]*buffer, len(inputs))
+	for k, in := range inputs {
+		r, i := k/np, k%np
+		bb, err := unwrap(in)
+		if err != nil {
+			return nil, fmt.Errorf("gobackend: %q: input #%d (%q) of replica %d: %w", e.name, i, e.inputNames[i], r, err)
+		}
+		if bb.dev != devs[r] {
+			return nil, fmt.Errorf("gobackend: %q: input #%d (%q) of replica %d is on device %d, the replica runs on device %d",
+				e.name, i, e.inputNames[i], r, bb.dev, devs[r])
+		}
+		s, err := e.backend.sg.BufferShape(bb.st.sg)
 		if err != nil {
 			return nil, fmt.Errorf("gobackend: %q: input #%d (%q): %w", e.name, i, e.inputNames[i], err)
 		}
@@ -39,12 +57,80 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 			return nil, fmt.Errorf("gobackend: %q: input #%d (%q) has shape %s, the computation takes %s",
 				e.name, i, e.inputNames[i], s, e.inputShapes[i])
 		}
+		bufs[k] = bb
+	}
+	if n > 1 {
+		return e.executeSPMD(bufs, donate, devs)
+	}
+	// Take the inputs: a donated buffer whose storage nobody else references becomes the
+	// execution's to free or reuse; one that is shared is only read, and its reference dropped
+	// when the execution ends.
+	ins, owned := make([]backends.Buffer, np), make([]bool, np)
+	var dropped []*storage
+	for i, bb := range bufs {
+		ins[i] = bb.st.sg
+		if len(donate) == 0 || !donate[i] || bb.gone.Swap(true) {
+			continue
+		}
+		if bb.st.shared() {
+			dropped = append(dropped, bb.st)
+		} else {
+			owned[i] = true
+		}
+	}
+	defer func() {
+		for _, st := range dropped {
+			_ = e.backend.release(st)
+		}
+	}()
+	res, err := e.run(0, newCollectives(1), nil, ins, owned, e.backend.threads(1))
+	if err != nil {
+		return nil, err
+	}
+	outs = make([]backends.Buffer, len(res))
+	for i, sg := range res {
+		outs[i] = &buffer{st: newStorage(sg), dev: devs[0]}
+	}
+	return outs, nil
+}
+
+// firstError returns the error of the replica that failed first in substance: the others may
+// only report that it failed.
+func firstError(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, errReplicaFailed) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// run executes replica r's steps on its inputs (simplego buffers; inOwned[i] if the execution may
+// free or reuse input i) and returns its outputs. sh, for an SPMD execution whose replicas share
+// values, says which steps replica 0 runs for all of them (spmd.go); other replicas skip those,
+// read their results from replica 0, and return nil for the shared outputs.
+func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Buffer, inOwned []bool, threads int) (outs []backends.Buffer, err error) {
+	sg := e.backend.sg
+	env := make([]backends.Buffer, e.numValues)
+	owned := make([]bool, e.numValues)
+	for i, buf := range inputs {
 		v := e.inputs[i]
 		env[v] = buf
-		owned[v] = len(donate) != 0 && donate[i]
+		owned[v] = inOwned[i]
+	}
+	leader := r == 0
+	if sh != nil && leader {
+		sh.adopt(env, e.inputs, owned)
 	}
 	// On failure, free every buffer this execution owns (donated inputs included: the caller gave
-	// them up).
+	// them up); values other replicas read are freed by executeSPMD once they all stopped.
 	defer func() {
 		if err == nil {
 			return
@@ -62,30 +148,29 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		outs = nil
 	}()
 
-	// The worker (GEMM pool and scratch) is taken at the first native product and kept for the
-	// rest of the execution.
-	var w *worker
+	// The workers (GEMM pool and scratch) are taken at the first native operation and kept for
+	// the rest of the execution: one for the replica's own operations, and on replica 0 one with
+	// all the threads for the shared ones (the other replicas only wait for those).
+	var w, wAll *worker
 	defer func() {
-		if w != nil {
-			e.backend.releaseWorker(w)
+		for _, x := range []*worker{w, wAll} {
+			if x != nil {
+				e.backend.releaseWorker(x)
+			}
 		}
 	}()
 	for i, st := range e.steps {
-		if st.seg != nil {
-			if err := e.runSegment(i, st.seg, env, owned); err != nil {
-				return nil, err
-			}
-		} else {
-			if w == nil {
-				if w, err = e.backend.acquireWorker(); err != nil {
-					return nil, err
-				}
-			}
-			if err := e.runNative(st.nat, w, env, owned); err != nil {
+		sharedStep := sh != nil && sh.step[i]
+		// Replica 0 runs a shared step for all; the others only drop what it was the last to read.
+		if !sharedStep || leader {
+			if err := e.runStep(i, st, r, c, sh, env, owned, sharedStep, &w, &wAll, threads); err != nil {
 				return nil, err
 			}
 		}
 		for _, v := range st.release {
+			if sh != nil && sh.deferred[v] {
+				continue // other replicas may still read it: executeSPMD frees it
+			}
 			if env[v] != nil && owned[v] {
 				if err := sg.BufferFinalize(env[v]); err != nil {
 					return nil, fmt.Errorf("gobackend: %q: freeing an intermediate buffer: %w", e.name, err)
@@ -97,6 +182,16 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 
 	outs = make([]backends.Buffer, len(e.outputs))
 	for i, v := range e.outputs {
+		if sh != nil && sh.value[v] {
+			if !leader {
+				continue // replica 0 returns it for all
+			}
+			if sh.owns[v] {
+				outs[i] = env[v]
+				sh.owns[v] = false // returned once; a repeated output gets a copy
+				continue
+			}
+		}
 		buf := env[v]
 		if buf == nil {
 			return outs, fmt.Errorf("gobackend: %q: output #%d was not computed (bug)", e.name, i)
@@ -107,7 +202,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 			env[v] = nil
 			continue
 		}
-		if outs[i], err = e.cloneBuffer(buf); err != nil {
+		if outs[i], err = e.backend.cloneSG(buf); err != nil {
 			return outs, fmt.Errorf("gobackend: %q: output #%d: %w", e.name, i, err)
 		}
 	}
@@ -118,6 +213,80 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		}
 	}
 	return outs, nil
+}
+
+// runStep runs step i of replica r. w and wAll are the replica's workers for its own and for
+// shared steps, taken at first use.
+func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, env []backends.Buffer, owned []bool,
+	sharedStep bool, w, wAll **worker, threads int) (err error) {
+	if sh != nil && r != 0 {
+		if err := sh.fetch(st, env); err != nil {
+			return err
+		}
+	}
+	switch {
+	case st.seg != nil:
+		err = e.runSegment(i, st.seg, env, owned)
+	case st.nat.ar != nil:
+		err = e.runAllReduce(r, c, st.nat, env, owned)
+	default:
+		wk, t := w, threads
+		if sharedStep {
+			wk, t = wAll, e.backend.threads(1)
+		}
+		if *wk == nil {
+			if *wk, err = e.backend.acquireWorker(t); err != nil {
+				return err
+			}
+		}
+		err = e.runNative(st.nat, *wk, env, owned)
+	}
+	if err == nil && sharedStep {
+		sh.publish(i, st, owned)
+	}
+	return err
+}
+
+// runAllReduce runs replica r's part of an all-reduce into new buffers.
+func (e *Executable) runAllReduce(r int, c *collectives, nat *nativeOp, env []backends.Buffer, owned []bool) error {
+	sg := e.backend.sg
+	ins := make([]any, len(nat.reads))
+	outs := make([]any, len(nat.outs))
+	made := make([]backends.Buffer, 0, len(nat.outs))
+	fail := func(err error) error {
+		c.fail()
+		// After another replica's failure, group members may still be writing into these
+		// buffers: leave them to the garbage collector rather than back in the pool.
+		if !errors.Is(err, errReplicaFailed) {
+			for _, buf := range made {
+				_ = sg.BufferFinalize(buf)
+			}
+		}
+		return fmt.Errorf("gobackend: %q: %s (replica %d): %w", e.name, nat.name, r, err)
+	}
+	for i, v := range nat.reads {
+		if env[v] == nil {
+			return fail(fmt.Errorf("operand %d is not computed (bug)", i))
+		}
+		d, err := sg.BufferData(env[v])
+		if err != nil {
+			return fail(err)
+		}
+		ins[i] = d
+		buf, out, err := sg.NewSharedBuffer(0, e.valueShapes[nat.outs[i]])
+		if err != nil {
+			return fail(err)
+		}
+		made = append(made, buf)
+		outs[i] = out
+	}
+	if err := c.allReduce(nat.ar, r, ins, outs); err != nil {
+		return fail(err)
+	}
+	for i, v := range nat.outs {
+		env[v], owned[v] = made[i], true
+	}
+	return nil
 }
 
 // runSegment executes a fallback segment, donating the inputs it is the last reader of.
@@ -199,27 +368,4 @@ func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, 
 	}
 	env[nat.out], owned[nat.out] = buf, true
 	return nil
-}
-
-// cloneBuffer copies a buffer the caller keeps (a non-donated input returned as an output, or a
-// repeated output).
-func (e *Executable) cloneBuffer(src backends.Buffer) (backends.Buffer, error) {
-	sg := e.backend.sg
-	s, err := sg.BufferShape(src)
-	if err != nil {
-		return nil, err
-	}
-	from, err := sg.BufferData(src)
-	if err != nil {
-		return nil, err
-	}
-	dst, to, err := sg.NewSharedBuffer(0, s)
-	if err != nil {
-		return nil, err
-	}
-	if n := reflect.Copy(reflect.ValueOf(to), reflect.ValueOf(from)); n != s.Size() {
-		_ = sg.BufferFinalize(dst)
-		return nil, errors.New("copied a buffer of the wrong size (bug)")
-	}
-	return dst, nil
 }

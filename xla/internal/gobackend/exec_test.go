@@ -130,7 +130,7 @@ func TestSegmentsAndBuffers(t *testing.T) {
 				}
 			}
 		}
-		if got[0] == gotIn[0] {
+		if got[0].(*buffer).st.sg == gotIn[0].(*buffer).st.sg {
 			t.Fatal("a non-donated input was returned as an output without a copy")
 		}
 		for _, buf := range got {
@@ -146,8 +146,11 @@ func TestSegmentsAndBuffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[0] != donated[0] {
+	if got[0].(*buffer).st.sg != donated[0].(*buffer).st.sg {
 		t.Error("a donated input returned as an output was copied")
+	}
+	if _, err := gb.BufferShape(donated[1]); err == nil {
+		t.Error("a donated input is still usable after the execution")
 	}
 	for _, buf := range got {
 		if err := gb.BufferFinalize(buf); err != nil {

@@ -49,20 +49,6 @@ func (b *Builder) Add(p0 backends.Op, p1 backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// AllReduce records backends.OpTypeAllReduce.
-func (b *Builder) AllReduce(p0 []backends.Op, p1 backends.ReduceOpType, p2 [][]int) ([]backends.Op, error) {
-	p2 = cloneIntLists(p2)
-	var in []backends.Op
-	n0 := len(p0)
-	in = append(in, p0...)
-	replay := func(t backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		r := operands{in: in}
-		return t.AllReduce(r.many(n0), p1, p2)
-	}
-	outs, err := b.record(backends.OpTypeAllReduce, in, []any{p1, p2}, replay)
-	return outs, err
-}
-
 // ArgMinMax records backends.OpTypeArgMinMax.
 func (b *Builder) ArgMinMax(p0 backends.Op, p1 int, p2 dtypes.DType, p3 bool) (backends.Op, error) {
 	var in []backends.Op

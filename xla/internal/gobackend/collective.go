@@ -1,0 +1,317 @@
+package gobackend
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+)
+
+// AllReduce records backends.OpTypeAllReduce: operands reduced elementwise across the replicas of
+// each replica group (indices into the device assignment; none means all replicas). It always
+// runs natively (simplego has no collectives); the replica groups are checked against the number
+// of replicas at Compile.
+func (b *Builder) AllReduce(operands []backends.Op, red backends.ReduceOpType, groups [][]int) ([]backends.Op, error) {
+	op := backends.OpTypeAllReduce
+	if b.compiled {
+		return nil, fmt.Errorf("gobackend: %s: computation %q is already compiled", op, b.name)
+	}
+	vals, err := b.ops(op, operands)
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) == 0 {
+		return nil, fmt.Errorf("gobackend: %s (computation %q): no operands", op, b.name)
+	}
+	if _, ok := reduceOps[red]; !ok {
+		return nil, fmt.Errorf("gobackend: %s (computation %q): reduction %s is not one of sum, product, max, min", op, b.name, red)
+	}
+	for i, v := range vals {
+		if !allReduceDType(v.shape.DType) {
+			return nil, fmt.Errorf("gobackend: %s (computation %q): operand #%d is %s; supported are float32, float64, bfloat16, int32, int64",
+				op, b.name, i, v.shape)
+		}
+	}
+	seen := map[int]bool{}
+	for _, g := range groups {
+		for _, r := range g {
+			if r < 0 || seen[r] {
+				return nil, fmt.Errorf("gobackend: %s (computation %q): replica groups %v: replica %d is negative or in two groups", op, b.name, groups, r)
+			}
+			seen[r] = true
+		}
+	}
+	groups = cloneIntLists(groups)
+	n := &node{id: len(b.nodes), op: op, inputs: vals, attrs: []any{red, groups},
+		replay: func(backends.Builder, []backends.Op) ([]backends.Op, error) {
+			return nil, errors.New("gobackend: AllReduce runs natively and is never replayed (bug)")
+		}}
+	outs := make([]backends.Op, len(vals))
+	for i, in := range vals {
+		// The shape builder sees each result as a parameter of the operand's shape: what the
+		// operations that read it need, and it is never compiled.
+		shadow, err := b.shadow.Parameter(fmt.Sprintf("#allreduce%d.%d", n.id, i), in.shape, nil)
+		if err != nil {
+			return nil, fmt.Errorf("gobackend: %s (computation %q): %w", op, b.name, err)
+		}
+		v := &value{b: b, node: n, index: i, id: len(b.values), shape: in.shape.Clone(), shadow: shadow}
+		b.values = append(b.values, v)
+		n.outputs = append(n.outputs, v)
+		outs[i] = v
+	}
+	b.nodes = append(b.nodes, n)
+	return outs, nil
+}
+
+func allReduceDType(dt dtypes.DType) bool {
+	switch dt {
+	case dtypes.Float32, dtypes.Float64, dtypes.BFloat16, dtypes.Int32, dtypes.Int64:
+		return true
+	}
+	return false
+}
+
+var reduceOps = map[backends.ReduceOpType]string{
+	backends.ReduceOpSum: "sum", backends.ReduceOpProduct: "product", backends.ReduceOpMax: "max", backends.ReduceOpMin: "min",
+}
+
+// allReducePlan is a compiled AllReduce over replicas replicas.
+type allReducePlan struct {
+	red backends.ReduceOpType
+	// groups partition the replicas 0..replicas-1; groupOf and rank place each replica.
+	groups        [][]int
+	groupOf, rank []int
+	replicas      int
+}
+
+// planAllReduce resolves the recorded replica groups for an execution over replicas replicas:
+// none means one group of all; otherwise every replica must be in exactly one group.
+func planAllReduce(n *node, replicas int) (*allReducePlan, error) {
+	groups := n.attrs[1].([][]int)
+	if len(groups) == 0 {
+		all := make([]int, replicas)
+		for i := range all {
+			all[i] = i
+		}
+		groups = [][]int{all}
+	}
+	p := &allReducePlan{red: n.attrs[0].(backends.ReduceOpType), groups: groups, replicas: replicas,
+		groupOf: make([]int, replicas), rank: make([]int, replicas)}
+	for i := range p.groupOf {
+		p.groupOf[i] = -1
+	}
+	for gi, g := range groups {
+		for k, r := range g {
+			if r >= replicas {
+				return nil, fmt.Errorf("replica groups %v name replica %d of %d", groups, r, replicas)
+			}
+			p.groupOf[r], p.rank[r] = gi, k
+		}
+	}
+	if i := slices.Index(p.groupOf, -1); i >= 0 {
+		return nil, fmt.Errorf("replica groups %v leave out replica %d of %d", groups, i, replicas)
+	}
+	return p, nil
+}
+
+// collectives is the rendezvous of one SPMD execution's replicas: a barrier per replica group
+// and a slot per replica where it posts the operands and results of its current collective.
+// Replicas run the same program, so they meet at the same collectives in the same order.
+type collectives struct {
+	replicas int
+	slots    []collectiveSlot
+	// bars is created on first use for each distinct group layout (an execution may hold
+	// all-reduces over different groups).
+	mu    sync.Mutex
+	bars  map[string][]*barrier
+	abort chan struct{}
+	once  sync.Once
+}
+
+type collectiveSlot struct{ ins, outs []any }
+
+func newCollectives(replicas int) *collectives {
+	return &collectives{replicas: replicas, slots: make([]collectiveSlot, replicas), bars: map[string][]*barrier{},
+		abort: make(chan struct{})}
+}
+
+// fail releases every replica waiting at a barrier: another replica failed and will not come.
+func (c *collectives) fail() { c.once.Do(func() { close(c.abort) }) }
+
+func (c *collectives) barriers(p *allReducePlan) []*barrier {
+	key := fmt.Sprint(p.groups)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bs, ok := c.bars[key]
+	if !ok {
+		bs = make([]*barrier, len(p.groups))
+		for i, g := range p.groups {
+			bs[i] = newBarrier(len(g), c.abort)
+		}
+		c.bars[key] = bs
+	}
+	return bs
+}
+
+// errReplicaFailed is what a replica's collective returns when another replica failed first.
+var errReplicaFailed = errors.New("another replica of the SPMD execution failed")
+
+// allReduce runs replica r's part of an all-reduce: it posts its operands and result buffers,
+// waits for its group, reduces its share of the elements (of all operands together) from every
+// member's operands in group order and writes the result into every member's outputs, then waits
+// until the whole group has done so. Every member computes each element from the same operands in
+// the same order, so the results are bitwise identical on every replica.
+func (c *collectives) allReduce(p *allReducePlan, r int, ins, outs []any) error {
+	bar := c.barriers(p)[p.groupOf[r]]
+	c.slots[r] = collectiveSlot{ins: ins, outs: outs}
+	if err := bar.wait(); err != nil {
+		return err
+	}
+	members := p.groups[p.groupOf[r]]
+	total := 0
+	for _, in := range ins {
+		total += flatLen(in)
+	}
+	m := len(members)
+	lo, hi := p.rank[r]*total/m, (p.rank[r]+1)*total/m
+	base := 0
+	for k, in := range ins {
+		n := flatLen(in)
+		a, b := max(lo-base, 0), min(hi-base, n)
+		if a < b {
+			if err := catch(func() { c.reduceRange(p.red, members, k, a, b) }); err != nil {
+				c.fail()
+				return err
+			}
+		}
+		base += n
+	}
+	return bar.wait()
+}
+
+func (c *collectives) reduceRange(red backends.ReduceOpType, members []int, k, lo, hi int) {
+	switch c.slots[members[0]].ins[k].(type) {
+	case []float32:
+		reduceTyped[float32](c, red, members, k, lo, hi)
+	case []float64:
+		reduceTyped[float64](c, red, members, k, lo, hi)
+	case []int32:
+		reduceTyped[int32](c, red, members, k, lo, hi)
+	case []int64:
+		reduceTyped[int64](c, red, members, k, lo, hi)
+	case []bfloat16.BFloat16:
+		reduceBF16(c, red, members, k, lo, hi)
+	default:
+		panic(fmt.Sprintf("all-reduce of %T", c.slots[members[0]].ins[k]))
+	}
+}
+
+type reducible interface {
+	~float32 | ~float64 | ~int32 | ~int64
+}
+
+func combine[T reducible](red backends.ReduceOpType, a, b T) T {
+	switch red {
+	case backends.ReduceOpSum:
+		return a + b
+	case backends.ReduceOpProduct:
+		return a * b
+	case backends.ReduceOpMax:
+		return max(a, b)
+	default:
+		return min(a, b)
+	}
+}
+
+func reduceTyped[T reducible](c *collectives, red backends.ReduceOpType, members []int, k, lo, hi int) {
+	first := c.slots[members[0]].ins[k].([]T)[lo:hi]
+	acc := c.slots[members[0]].outs[k].([]T)[lo:hi]
+	copy(acc, first)
+	for _, r := range members[1:] {
+		in := c.slots[r].ins[k].([]T)[lo:hi]
+		if red == backends.ReduceOpSum {
+			for i, x := range in {
+				acc[i] += x
+			}
+			continue
+		}
+		for i, x := range in {
+			acc[i] = combine(red, acc[i], x)
+		}
+	}
+	for _, r := range members[1:] {
+		copy(c.slots[r].outs[k].([]T)[lo:hi], acc)
+	}
+}
+
+// reduceBF16 accumulates in float32 and rounds once, as bfloat16 products do.
+func reduceBF16(c *collectives, red backends.ReduceOpType, members []int, k, lo, hi int) {
+	acc := make([]float32, hi-lo)
+	for i, x := range c.slots[members[0]].ins[k].([]bfloat16.BFloat16)[lo:hi] {
+		acc[i] = x.Float32()
+	}
+	for _, r := range members[1:] {
+		for i, x := range c.slots[r].ins[k].([]bfloat16.BFloat16)[lo:hi] {
+			acc[i] = combine(red, acc[i], x.Float32())
+		}
+	}
+	for _, r := range members {
+		out := c.slots[r].outs[k].([]bfloat16.BFloat16)[lo:hi]
+		for i, x := range acc {
+			out[i] = bfloat16.FromFloat32(x)
+		}
+	}
+}
+
+func flatLen(flat any) int {
+	switch f := flat.(type) {
+	case []float32:
+		return len(f)
+	case []float64:
+		return len(f)
+	case []int32:
+		return len(f)
+	case []int64:
+		return len(f)
+	case []bfloat16.BFloat16:
+		return len(f)
+	}
+	panic(fmt.Sprintf("all-reduce of %T", flat))
+}
+
+// barrier is a reusable rendezvous of n goroutines that gives up when abort is closed.
+type barrier struct {
+	mu    sync.Mutex
+	n     int
+	count int
+	gen   chan struct{}
+	abort <-chan struct{}
+}
+
+func newBarrier(n int, abort <-chan struct{}) *barrier {
+	return &barrier{n: n, gen: make(chan struct{}), abort: abort}
+}
+
+// wait blocks until n goroutines have called it (this round), or abort is closed.
+func (b *barrier) wait() error {
+	b.mu.Lock()
+	b.count++
+	if b.count == b.n {
+		close(b.gen)
+		b.gen, b.count = make(chan struct{}), 0
+		b.mu.Unlock()
+		return nil
+	}
+	gen := b.gen
+	b.mu.Unlock()
+	select {
+	case <-gen:
+		return nil
+	case <-b.abort:
+		return errReplicaFailed
+	}
+}
