@@ -3,14 +3,16 @@
 //
 // Open returns a Runtime for a Config: a PJRT plugin (libtpu on a Cloud TPU VM, the CUDA plugin, the
 // XLA CPU plugin) or GoMLX's pure-Go backend, the embedded default that needs no cgo and no plugin.
-// On the pure-Go backend any number of virtual devices can be requested, so data-parallel code is
-// developed and tested without an accelerator; a v3-8 exposes 8 devices and a v4-8 exposes 4, so
-// nothing here assumes a count.
+// On gotpu's pure-Go backend any number of virtual devices can be requested — they run SPMD
+// programs concurrently, with an in-graph AllReduce — so data-parallel code is developed and
+// tested without an accelerator, through the same SPMD path XLA runs; a v3-8 exposes 8 devices
+// and a v4-8 exposes 4, so nothing here assumes a count. simplego has one device and no
+// collectives: Open refuses it with NumDevices above 1.
 //
 // Two pure-Go backends, chosen by Config.GoBackend: "gotpu" (DefaultGoBackend) is gotpu's own CPU
 // backend (internal/gobackend), which records the graph, runs matrix products on gotpu's
 // AVX-512/AVX2 GEMM (pure-Go fallback elsewhere) and replays everything else into simplego
-// segments (issue #7, step 1); it trains GPT-2 several times faster than simplego alone (`make
+// segments; it trains GPT-2 several times faster than simplego alone (`make
 // bench` measures both, and PyTorch, in one run). "simplego" is GoMLX's simplego unchanged, kept
 // selectable as the reference the gotpu backend is tested against. Runtime.GoBackend and
 // Info.GoBackend report which one a runtime uses.

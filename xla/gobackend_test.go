@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -45,6 +46,16 @@ func TestGoBackendSelection(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "GoBackend") {
 			t.Errorf("%+v: Validate() = %v, want an error naming GoBackend", c, err)
 		}
+	}
+	// Virtual devices: gotpu's backend exposes them to GoMLX; simplego has one device and no
+	// collectives, so more than one is refused at Open, naming the field and the way out.
+	rt := openTestRuntime(t, Config{Device: DeviceGo, NumDevices: 8})
+	if n := rt.Backend().NumDevices(); n != 8 {
+		t.Errorf("gotpu backend with NumDevices 8 exposes %d devices", n)
+	}
+	if _, err := Open(context.Background(), Config{Device: DeviceGo, GoBackend: GoBackendSimpleGo, NumDevices: 2}); err == nil ||
+		!strings.Contains(err.Error(), "NumDevices") || !strings.Contains(err.Error(), "gotpu") {
+		t.Errorf("simplego with 2 devices: %v, want an error naming NumDevices and gotpu's backend", err)
 	}
 }
 

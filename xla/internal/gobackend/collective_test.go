@@ -387,3 +387,137 @@ func TestBarrierAbort(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestSPMDSharedSteps: a data-parallel update over 4 virtual devices — g = all-reduce of each
+// replica's x·w, w' = w - 0.1·g — run three times, feeding w' back donated. The first run gets
+// w as 4 separate copies: every replica computes the update of w, and the identical results are
+// stored once (every replica's output references the same storage). From the second run w is
+// one shared input, so the update of w runs once for all replicas too. The results equal a direct
+// computation in every run.
+func TestSPMDSharedSteps(t *testing.T) {
+	const replicas = 4
+	gb := newGotpu(t, Config{NumDevices: replicas})
+	bld := gb.Builder("update")
+	if err := bld.DistributedSPMD(replicas); err != nil {
+		t.Fatal(err)
+	}
+	must := func(op backends.Op, err error) backends.Op {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	x := must(bld.Parameter("x", shapes.Make(dtypes.Float32, 3, 5), nil))
+	w := must(bld.Parameter("w", shapes.Make(dtypes.Float32, 5, 7), nil))
+	y := must(bld.Dot(x, must(bld.Tanh(w))))
+	gs, err := bld.AllReduce([]backends.Op{must(bld.ReduceSum(y, 0))}, backends.ReduceOpSum, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := must(bld.Mul(must(bld.Constant([]float32{0.1})), gs[0]))
+	bcast := must(bld.BroadcastInDim(step, shapes.Make(dtypes.Float32, 5, 7), []int{1}))
+	w2 := must(bld.Sub(w, bcast))
+	exec, err := bld.Compile([]backends.Op{w2, y}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Finalize()
+	e := exec.(*Executable)
+
+	rng := rand.New(rand.NewPCG(4, 4))
+	xs := make([][]float32, replicas)
+	for r := range xs {
+		xs[r] = randomFlat(rng, dtypes.Float32, 15).([]float32)
+	}
+	wv := randomFlat(rng, dtypes.Float32, 35).([]float32)
+	// Reference in float64, then compared within float32 tolerance.
+	reference := func(w []float32) []float32 {
+		g := make([]float64, 7)
+		for r := range replicas {
+			for j := range 7 {
+				for i := range 3 {
+					var acc float64
+					for k := range 5 {
+						acc += float64(xs[r][i*5+k]) * math.Tanh(float64(w[k*7+j]))
+					}
+					g[j] += acc
+				}
+			}
+		}
+		out := make([]float32, 35)
+		for k := range 5 {
+			for j := range 7 {
+				out[k*7+j] = float32(float64(w[k*7+j]) - 0.1*g[j])
+			}
+		}
+		return out
+	}
+	var ws []backends.Buffer // w on every replica: separate copies at first
+	for r := range replicas {
+		buf, err := gb.BufferFromFlatData(backends.DeviceNum(r), wv, shapes.Make(dtypes.Float32, 5, 7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, buf)
+	}
+	var counts []int64
+	for round := range 3 {
+		before := e.sharedSteps.Load()
+		var ins []backends.Buffer
+		for r := range replicas {
+			xb, err := gb.BufferFromFlatData(backends.DeviceNum(r), xs[r], shapes.Make(dtypes.Float32, 3, 5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins = append(ins, xb, ws[r])
+		}
+		outs, err := exec.Execute(ins, []bool{true, true, true, true, true, true, true, true}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := e.sharedSteps.Load() - before
+		counts = append(counts, shared)
+		if round > 0 && shared <= counts[0] {
+			// Round 0 can share only what depends on the all-reduce alone (0.1·g); the update of
+			// w itself needs w shared.
+			t.Errorf("round %d: %d steps shared, no more than round 0's %d although w is now one shared input", round, shared, counts[0])
+		}
+		want := reference(wv)
+		for r := range replicas {
+			got := flat(t, gb, outs[2*r])
+			for i := range got {
+				if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+					t.Fatalf("round %d replica %d: w'[%d] = %g, want %g", round, r, i, got[i], want[i])
+				}
+			}
+			if outs[2*r].(*buffer).st != outs[0].(*buffer).st {
+				t.Errorf("round %d: replica %d's w' is not stored once with replica 0's", round, r)
+			}
+			if r > 0 && outs[2*r+1].(*buffer).st == outs[1].(*buffer).st {
+				t.Errorf("round %d: replica %d's own y shares replica 0's storage", round, r)
+			}
+			if d, _ := gb.BufferDeviceNum(outs[2*r]); d != backends.DeviceNum(r) {
+				t.Errorf("replica %d's output is on device %d", r, d)
+			}
+		}
+		t.Logf("round %d: %d steps run once for all %d replicas", round, shared, replicas)
+		wv = want
+		ws = ws[:0]
+		for r := range replicas {
+			ws = append(ws, outs[2*r])
+			if err := gb.BufferFinalize(outs[2*r+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Finalizing the last shared w' on every replica releases it once; a second finalize is a no-op.
+	for _, b := range ws {
+		if err := gb.BufferFinalize(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := gb.BufferFinalize(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package gobackend
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -408,6 +409,9 @@ type Executable struct {
 	nodes        int
 	isOutput     []bool
 	lastUse      []int
+	// sharedSteps counts the steps SPMD executions ran once for all replicas (spmd.go), for tests
+	// and benchmarks.
+	sharedSteps atomic.Int64
 }
 
 var _ backends.Executable = (*Executable)(nil)

@@ -40,7 +40,8 @@
 //     simplego does;
 //   - float32 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go), accumulating in
 //     simplego's order, so bitwise equal to it;
-//   - float32 Transpose.
+//   - float32 Transpose;
+//   - AllReduce (collective.go), always: simplego has no collectives.
 //
 // Everything else is fallback. Operations are scheduled as soon as possible into alternating
 // slots: fallback segment 0, native wave 0, segment 1, wave 1, ... — each operation goes to the
@@ -59,38 +60,65 @@
 // copies least. The output layout [batch, lhsFree, rhsFree] is the GEMM's row-major C, so it is
 // written in place. bfloat16 products widen while packing, accumulate in float32 and round once.
 //
+// # Devices, SPMD and AllReduce
+//
+// The backend has Config.NumDevices virtual devices on the host. A buffer is simplego storage
+// tagged with its device (buffer.go). A computation built with DistributedSPMD(N) is one program
+// that Execute runs N times concurrently, replica r on its own inputs on device r (or the assigned
+// device), one goroutine each; the replicas meet only at AllReduce, which GoMLX's
+// Graph.Distributed().AllReduce records and which runs natively: each member of a replica group
+// posts its operands and result buffers, waits at the group's barrier, reduces its share of the
+// elements from every member's operands in group order and writes the result into every member's
+// outputs, then waits again — so every replica gets bitwise the same result. A replica that fails
+// releases the others from the barriers with an error, instead of leaving them waiting. This is
+// the data-parallel path of xla/step on every backend: the same SPMD graph with an in-graph
+// all-reduce that XLA compiles for N TPU cores.
+//
+// Virtual devices share one memory and the same cores, which spmd.go uses twice, invisibly in the
+// results: steps that compute only values the same on every replica (from inputs every replica
+// holds in the same storage, all-reduce results and constants — a data-parallel train step's whole
+// optimizer update) run once, by replica 0 with all the threads, the others reading their
+// results; and outputs that come out bitwise identical on every replica are stored once, every
+// replica's buffer referencing the same storage (so a step's updated variables are shared inputs
+// of the next). Storage is reference-counted and never written while shared. A data-parallel step
+// over 8 virtual devices then costs what one device costs for the same global batch
+// (BenchmarkReplicas in xla/step).
+//
 // # Buffers
 //
-// Buffers are simplego's (the backend's data interface is simplego's), so segments take and
-// return them directly, and native operations read and write their flat slices (BufferData,
-// NewSharedBuffer) with no copies. An execution frees each intermediate buffer after its last
-// reader (into simplego's pool, which the next step reuses: steady-state training does not grow
-// the heap), and donates an owned buffer to the segment that reads it last, so simplego may
-// update it in place. A donated input is handed on the same way; an input that was not donated
-// is never freed or written, and is copied if it is also an output.
+// Storage is simplego's buffers, so segments take and return them directly, and native
+// operations read and write their flat slices (BufferData, NewSharedBuffer) with no copies. An
+// execution frees each intermediate buffer after its last reader (into simplego's pool, which the
+// next step reuses: steady-state training does not grow the heap), and donates an owned buffer to
+// the segment that reads it last, so simplego may update it in place. A donated input is handed
+// on the same way (if no other buffer shares its storage); an input that was not donated is never
+// freed or written, and is copied if it is also an output.
 //
 // # Concurrency
 //
 // Builders are single-goroutine, as GoMLX uses them. Executables are safe for concurrent use:
-// each execution has its own buffer table and takes a worker (a gemm.Pool with its packing
-// buffers, transposition scratch and fusion registers) from the backend's free list, creating
-// one if all are busy. A product uses Config.Threads goroutines (GOMAXPROCS by default) that
-// gemm starts and joins within the call; a fusion or reduction of at least 32Ki elements splits
-// its output the same way, across goroutines it starts and joins (a kernel panic in any of them
-// comes back as an error); segments run on the calling goroutine with simplego's sequential
-// executor (its parallel one deadlocks in GoMLX v0.26.0 and loses panics), so a kernel panic
-// reaches the caller, where xla's Program recovers it into an error.
+// each execution (each replica of an SPMD execution) has its own buffer table and takes a worker
+// (a gemm.Pool with its packing buffers, transposition scratch and fusion registers) from the
+// backend's free list, creating one if all are busy. A product uses Config.Threads goroutines
+// (GOMAXPROCS by default; divided among the replicas of an SPMD execution) that gemm starts and
+// joins within the call; a fusion or reduction of at least 32Ki elements splits its output the
+// same way, across goroutines it starts and joins (a kernel panic in any of them comes back as an
+// error); segments run on the calling goroutine with simplego's sequential executor (its parallel
+// one deadlocks in GoMLX v0.26.0 and loses panics), so a kernel panic reaches the caller, where
+// xla's Program recovers it into an error. An SPMD execution starts its replicas' goroutines and
+// joins them before returning.
 //
 // # Errors
 //
 // Operand errors (nil, foreign, another computation's) and argument errors are returned when the
 // operation is recorded, naming the operation and the computation; an operation neither native
 // nor implemented by simplego fails there too, naming it. Compile fails if a segment cannot be
-// built. Execute checks every input's shape against its parameter (naming it) and returns GEMM
-// and segment failures wrapped with the computation's name, freeing the buffers it owns.
+// built, or if an AllReduce's replica groups do not partition the replicas. Execute checks every
+// input's shape and device against its parameter and replica (naming them) before it takes
+// anything, and returns GEMM, segment and replica failures wrapped with the computation's name,
+// freeing the buffers it owns.
 //
-// Not yet: multiple devices (one device; xla's virtual devices run replicas on it as with
-// simplego) and collectives, sharding; native gather/scatter, comparisons, Where, integer and
-// bfloat16 elementwise operations, reductions fused with their producers, SIMD elementwise
-// kernels.
+// Not yet: auto-sharding (sharded parameters) and collectives other than AllReduce; native
+// gather/scatter, comparisons, Where, integer and bfloat16 elementwise operations, reductions
+// fused with their producers, SIMD elementwise kernels.
 package gobackend

@@ -243,6 +243,7 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 	}
 	if err == nil && sharedStep {
 		sh.publish(i, st, owned)
+		e.sharedSteps.Add(1)
 	}
 	return err
 }
