@@ -278,16 +278,23 @@ func BenchmarkRSSFlat(b *testing.B) {
 	tr := newTrainer(b, fullShape, false, xla.GoBackendGotpu)
 	defer tr.close()
 	var at10, at200 uint64
+	var ms10, ms200 runtime.MemStats
 	for i := 1; i <= 200; i++ {
 		tr.step(b)
 		switch i {
 		case 10:
 			at10 = currentRSS()
+			runtime.ReadMemStats(&ms10)
 		case 200:
 			at200 = currentRSS()
+			runtime.ReadMemStats(&ms200)
 		}
 	}
 	b.ReportMetric(float64(at10)/(1<<20), "RSS@10-MiB")
 	b.ReportMetric(float64(at200)/(1<<20), "RSS@200-MiB")
 	b.ReportMetric(100*(float64(at200)-float64(at10))/float64(at10), "change-%")
+	// Garbage per step is what grows the resident set between collections (with a heap this
+	// size, the next one is hundreds of MiB of garbage away).
+	b.ReportMetric(float64(ms200.TotalAlloc-ms10.TotalAlloc)/190/(1<<10), "alloc-KiB/step")
+	b.ReportMetric(float64(ms200.NumGC-ms10.NumGC), "GCs")
 }

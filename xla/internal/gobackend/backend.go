@@ -102,6 +102,13 @@ type worker struct {
 	regs  []fuseRegs
 	srcs  [][]float32
 	bsrcs [][]bool
+	// team runs the parts of split fusions and reductions; fuseJob and reduceJob are the
+	// operation being split, kept here so that splitting allocates nothing.
+	team      *team
+	fuseJob   fuseJob
+	reduceJob reduceJob
+	// in holds the operands' data of the running native operation.
+	in []any
 }
 
 // newWorker makes a worker using threads goroutines, with its GEMM pool.
@@ -110,7 +117,7 @@ func newWorker(cfg Config, threads int) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gobackend: %w", err)
 	}
-	return &worker{threads: threads, pool: pool, regs: make([]fuseRegs, threads)}, nil
+	return &worker{threads: threads, pool: pool, regs: make([]fuseRegs, threads), team: newTeam(threads)}, nil
 }
 
 // acquireWorker returns an idle worker using threads goroutines, creating one if all are busy.
@@ -126,12 +133,15 @@ func (b *Backend) acquireWorker(threads int) (*worker, error) {
 	return newWorker(b.cfg, threads)
 }
 
+// releaseWorker puts w back on the free list, or stops it if the backend was finalized.
 func (b *Backend) releaseWorker(w *worker) {
 	b.workerMu.Lock()
-	if b.workers != nil {
-		b.workers[w.threads] = append(b.workers[w.threads], w)
+	defer b.workerMu.Unlock()
+	if b.workers == nil {
+		w.team.stop()
+		return
 	}
-	b.workerMu.Unlock()
+	b.workers[w.threads] = append(b.workers[w.threads], w)
 }
 
 // Kernel reports the GEMM micro-kernel native products use.
@@ -167,6 +177,11 @@ func (b *Backend) Builder(name string) backends.Builder { return newBuilder(b, n
 func (b *Backend) Finalize() {
 	b.finalizeOnce.Do(func() {
 		b.workerMu.Lock()
+		for _, ws := range b.workers {
+			for _, w := range ws {
+				w.team.stop()
+			}
+		}
 		b.workers = nil
 		b.workerMu.Unlock()
 		b.sg.Finalize()

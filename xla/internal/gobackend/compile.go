@@ -3,6 +3,7 @@ package gobackend
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gomlx/gomlx/backends"
@@ -412,6 +413,38 @@ type Executable struct {
 	// sharedSteps counts the steps SPMD executions ran once for all replicas (spmd.go), for tests
 	// and benchmarks.
 	sharedSteps atomic.Int64
+	// tables are idle value tables of finished executions, reused so that an execution allocates
+	// (almost) nothing: training runs the same executables every step, and per-step garbage
+	// would grow the resident set until the next garbage collection.
+	tablesMu sync.Mutex
+	tables   []*valueTable
+}
+
+// valueTable is one execution's buffers and ownership by value id.
+type valueTable struct {
+	env   []backends.Buffer
+	owned []bool
+}
+
+// table returns a cleared value table.
+func (e *Executable) table() *valueTable {
+	e.tablesMu.Lock()
+	defer e.tablesMu.Unlock()
+	if n := len(e.tables); n > 0 {
+		t := e.tables[n-1]
+		e.tables = e.tables[:n-1]
+		return t
+	}
+	return &valueTable{env: make([]backends.Buffer, e.numValues), owned: make([]bool, e.numValues)}
+}
+
+// putTable clears t and keeps it for the next execution.
+func (e *Executable) putTable(t *valueTable) {
+	clear(t.env)
+	clear(t.owned)
+	e.tablesMu.Lock()
+	e.tables = append(e.tables, t)
+	e.tablesMu.Unlock()
 }
 
 var _ backends.Executable = (*Executable)(nil)

@@ -118,16 +118,21 @@ func firstError(errs []error) error {
 // read their results from replica 0, and return nil for the shared outputs.
 func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Buffer, inOwned []bool, threads int) (outs []backends.Buffer, err error) {
 	sg := e.backend.sg
-	env := make([]backends.Buffer, e.numValues)
-	owned := make([]bool, e.numValues)
+	tab := e.table()
+	env, owned := tab.env, tab.owned
+	leader := r == 0
+	if sh != nil && leader {
+		sh.adopt(tab) // executeSPMD puts the table back once every replica stopped
+	} else {
+		defer e.putTable(tab) // after the cleanup below (deferred calls run last-in first-out)
+	}
 	for i, buf := range inputs {
 		v := e.inputs[i]
 		env[v] = buf
 		owned[v] = inOwned[i]
 	}
-	leader := r == 0
 	if sh != nil && leader {
-		sh.adopt(env, e.inputs, owned)
+		sh.adoptInputs(e.inputs, owned)
 	}
 	// On failure, free every buffer this execution owns (donated inputs included: the caller gave
 	// them up); values other replicas read are freed by executeSPMD once they all stopped.
@@ -319,8 +324,10 @@ func (e *Executable) runSegment(stepIdx int, seg *segment, env []backends.Buffer
 // runNative runs a native operation into a new buffer.
 func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, owned []bool) error {
 	sg := e.backend.sg
-	in := make([]any, len(nat.reads))
+	in := w.in[:0]
+	defer func() { clear(w.in[:cap(w.in)]); w.in = in[:0] }() // no references kept past the operation
 	for i, v := range nat.reads {
+		in = append(in, nil)
 		if env[v] == nil {
 			return fmt.Errorf("gobackend: %q: %s reads a value (#%d) that is not computed (bug)", e.name, nat.name, v)
 		}
@@ -357,9 +364,9 @@ func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, 
 			srcs, bsrcs = append(srcs, src), append(bsrcs, bsrc)
 		}
 		w.srcs, w.bsrcs = srcs, bsrcs
-		err = nat.fus.run(out.([]float32), srcs, bsrcs, w.regs)
+		err = nat.fus.run(out.([]float32), srcs, bsrcs, w)
 	case nat.red != nil:
-		err = nat.red.run(out.([]float32), in[0].([]float32), len(w.regs))
+		err = nat.red.run(out.([]float32), in[0].([]float32), w)
 	case nat.trans != nil:
 		err = catch(func() { transpose(out.([]float32), in[0].([]float32), nat.trans.dims, nat.trans.perm) })
 	}

@@ -28,39 +28,40 @@ func (r *fuseRegs) ensure(n int) {
 const minParallel = 1 << 15
 
 // run computes the fusion into out; srcs[i] is the flat data of leaf i (nil for a folded
-// constant), bsrcs[i] that of a leafBool. It splits the output across len(regs) goroutines (started and joined here).
-func (f *fusion) run(out []float32, srcs [][]float32, bsrcs [][]bool, regs []fuseRegs) error {
+// constant), bsrcs[i] that of a leafBool. It splits the output across the worker's team (one
+// part per fusion register set).
+func (f *fusion) run(out []float32, srcs [][]float32, bsrcs [][]bool, w *worker) error {
 	size := len(out)
-	parts := len(regs)
+	parts := len(w.regs)
 	if size < minParallel {
 		parts = 1
 	}
-	// Chunks are whole blocks, so each goroutine's blocks are the same as a serial run's.
+	if parts == 1 {
+		// Most fusions are small: no helper, and no closure that escapes (per-step garbage).
+		return catch(func() { f.runRange(out, srcs, bsrcs, &w.regs[0], 0, size) })
+	}
+	// Chunks are whole blocks, so each part's blocks are the same as a serial run's.
 	blocks := (size + fuseBlock - 1) / fuseBlock
-	per := (blocks + parts - 1) / parts
-	return parallel(parts, func(p int) {
-		lo, hi := min(p*per*fuseBlock, size), min((p+1)*per*fuseBlock, size)
-		f.runRange(out, srcs, bsrcs, &regs[p], lo, hi)
-	})
+	w.fuseJob = fuseJob{f: f, out: out, srcs: srcs, bsrcs: bsrcs, regs: w.regs, per: (blocks + parts - 1) / parts}
+	err := w.team.run(parts, &w.fuseJob)
+	w.fuseJob = fuseJob{}
+	return err
 }
 
-// parallel runs fn(0..n-1), fn(0) on the calling goroutine and the others on goroutines it
-// starts and joins; a panic in any of them comes back as an error.
-func parallel(n int, fn func(p int)) error {
-	if n <= 1 {
-		return catch(func() { fn(0) })
-	}
-	errs := make(chan error, n-1)
-	for p := 1; p < n; p++ {
-		go func() { errs <- catch(func() { fn(p) }) }()
-	}
-	err := catch(func() { fn(0) })
-	for p := 1; p < n; p++ {
-		if e := <-errs; e != nil && err == nil {
-			err = e
-		}
-	}
-	return err
+// fuseJob is a fusion split into parts; the worker keeps one, so splitting allocates nothing.
+type fuseJob struct {
+	f     *fusion
+	out   []float32
+	srcs  [][]float32
+	bsrcs [][]bool
+	regs  []fuseRegs
+	per   int // blocks per part
+}
+
+func (j *fuseJob) part(p int) {
+	size := len(j.out)
+	lo, hi := min(p*j.per*fuseBlock, size), min((p+1)*j.per*fuseBlock, size)
+	j.f.runRange(j.out, j.srcs, j.bsrcs, &j.regs[p], lo, hi)
 }
 
 // catch turns a panic of fn (a kernel bug) into an error, so it reaches the caller of Execute

@@ -232,23 +232,34 @@ func TestCoalesce(t *testing.T) {
 	}
 }
 
-// TestParallelPanics checks that a kernel panic on a worker goroutine comes back as an error
-// (and only after every goroutine has finished).
-func TestParallelPanics(t *testing.T) {
-	done := make([]bool, 3)
-	err := parallel(3, func(p int) {
-		done[p] = true
-		if p == 2 {
-			panic("boom")
+// panicky is a task whose part 2 panics; it records the parts that ran.
+type panicky struct{ done []bool }
+
+func (p *panicky) part(i int) {
+	p.done[i] = true
+	if i == 2 {
+		panic("boom")
+	}
+}
+
+// TestTeamPanics checks that a kernel panic on a helper goroutine comes back as an error (and only
+// after every part has finished), that the team is usable after it, and that stop is idempotent.
+func TestTeamPanics(t *testing.T) {
+	tm := newTeam(3)
+	defer tm.stop()
+	for range 3 {
+		task := &panicky{done: make([]bool, 3)}
+		err := tm.run(3, task)
+		if err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("err = %v, want the panic", err)
 		}
-	})
-	if err == nil || !strings.Contains(err.Error(), "boom") {
-		t.Fatalf("err = %v, want the panic", err)
+		if !task.done[0] || !task.done[1] || !task.done[2] {
+			t.Fatalf("ran %v, want every part", task.done)
+		}
 	}
-	if !done[0] || !done[1] || !done[2] {
-		t.Fatalf("ran %v, want every part", done)
-	}
-	if err := parallel(2, func(int) {}); err != nil {
+	if err := tm.run(2, &panicky{done: make([]bool, 3)}); err != nil {
 		t.Fatal(err)
 	}
+	tm.stop()
+	tm.stop()
 }

@@ -73,22 +73,42 @@ func planReduce(n *node) *reducePlan {
 
 // run reduces in into out, splitting the outer rows (or, for a single row, the inner columns)
 // across threads goroutines (started and joined here).
-func (p *reducePlan) run(out, in []float32, threads int) error {
-	if p.outer*p.red*p.inner < minParallel {
-		threads = 1
+func (p *reducePlan) run(out, in []float32, w *worker) error {
+	threads := len(w.regs)
+	if p.outer*p.red*p.inner < minParallel || threads <= 1 {
+		// No helper, and no closure that escapes (per-step garbage).
+		return catch(func() { p.rows(out, in, 0, p.outer, 0, p.inner) })
 	}
-	if p.outer >= threads {
-		per := (p.outer + threads - 1) / threads
-		return parallel(threads, func(t int) {
-			lo, hi := min(t*per, p.outer), min((t+1)*per, p.outer)
-			p.rows(out, in, lo, hi, 0, p.inner)
-		})
+	j := &w.reduceJob
+	*j = reduceJob{p: p, out: out, in: in, byOuter: p.outer >= threads}
+	if j.byOuter {
+		j.per = (p.outer + threads - 1) / threads
+	} else {
+		j.per = (p.inner + threads - 1) / threads
 	}
-	per := (p.inner + threads - 1) / threads
-	return parallel(threads, func(t int) {
-		lo, hi := min(t*per, p.inner), min((t+1)*per, p.inner)
-		p.rows(out, in, 0, p.outer, lo, hi)
-	})
+	err := w.team.run(threads, j)
+	*j = reduceJob{}
+	return err
+}
+
+// reduceJob is a reduction split over its outer (or, if they are fewer than the parts, inner)
+// positions; the worker keeps one, so splitting allocates nothing.
+type reduceJob struct {
+	p       *reducePlan
+	out, in []float32
+	byOuter bool
+	per     int
+}
+
+func (j *reduceJob) part(t int) {
+	p := j.p
+	if j.byOuter {
+		lo, hi := min(t*j.per, p.outer), min((t+1)*j.per, p.outer)
+		p.rows(j.out, j.in, lo, hi, 0, p.inner)
+		return
+	}
+	lo, hi := min(t*j.per, p.inner), min((t+1)*j.per, p.inner)
+	p.rows(j.out, j.in, 0, p.outer, lo, hi)
 }
 
 // rows computes outputs [o, i] for o in [olo, ohi) and i in [ilo, ihi).

@@ -41,8 +41,9 @@ type shared struct {
 	done     []chan struct{}
 	abort    <-chan struct{}
 
-	// env is replica 0's value table; owns marks the deferred values replica 0 owns (to free
-	// after the execution, or return).
+	// env is replica 0's value table (tab's); owns marks the deferred values replica 0 owns (to
+	// free after the execution, or return).
+	tab  *valueTable
 	env  []backends.Buffer
 	owns []bool
 }
@@ -121,10 +122,13 @@ func (st step) io() (reads, outs []int) {
 	return st.nat.reads, []int{st.nat.out}
 }
 
-// adopt is called by replica 0 before its first step: it publishes its value table and takes
-// over the ownership of the shared inputs other replicas read.
-func (sh *shared) adopt(env []backends.Buffer, inputs []int, owned []bool) {
-	sh.env = env
+// adopt is called by replica 0 before its first step: it publishes its value table.
+func (sh *shared) adopt(tab *valueTable) {
+	sh.tab, sh.env = tab, tab.env
+}
+
+// adoptInputs takes over, from replica 0, the ownership of the shared inputs other replicas read.
+func (sh *shared) adoptInputs(inputs []int, owned []bool) {
 	for _, v := range inputs {
 		if sh.deferred[v] {
 			sh.owns[v], owned[v] = owned[v], false
@@ -236,6 +240,9 @@ func (e *Executable) executeSPMD(bufs []*buffer, donate []bool, devs []backends.
 			if own && sh.env[v] != nil {
 				_ = sg.BufferFinalize(sh.env[v])
 			}
+		}
+		if sh.tab != nil {
+			e.putTable(sh.tab)
 		}
 	}
 	if err := firstError(errs); err != nil {
