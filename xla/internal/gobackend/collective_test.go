@@ -401,13 +401,7 @@ func TestSPMDSharedSteps(t *testing.T) {
 	if err := bld.DistributedSPMD(replicas); err != nil {
 		t.Fatal(err)
 	}
-	must := func(op backends.Op, err error) backends.Op {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return op
-	}
+	must := mustOp(t)
 	x := must(bld.Parameter("x", shapes.Make(dtypes.Float32, 3, 5), nil))
 	w := must(bld.Parameter("w", shapes.Make(dtypes.Float32, 5, 7), nil))
 	y := must(bld.Dot(x, must(bld.Tanh(w))))

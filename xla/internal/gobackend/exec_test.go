@@ -47,13 +47,7 @@ func TestMixedGraphMatchesSimpleGo(t *testing.T) {
 func buildOn(t *testing.T, b backends.Backend) backends.Executable {
 	t.Helper()
 	bld := b.Builder("small")
-	must := func(op backends.Op, err error) backends.Op {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return op
-	}
+	must := mustOp(t)
 	x := must(bld.Parameter("x", shapes.Make(dtypes.Float32, 5, 3), nil))
 	w := must(bld.Parameter("w", shapes.Make(dtypes.Float32, 3, 4), nil))
 	w2 := must(bld.Parameter("w2", shapes.Make(dtypes.Float32, 4, 2), nil))

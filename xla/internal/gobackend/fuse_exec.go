@@ -190,6 +190,9 @@ func gatherStrided(dst, src []float32, dims, strides []int, lo int) {
 // binaryF32 computes dst = a op b elementwise (all the same length). The arithmetic is
 // float32, as simplego's.
 func binaryF32(op backends.OpType, dst, a, b []float32) {
+	if binaryF32Vec(vecKind(op), dst, a, b) {
+		return
+	}
 	a, b = a[:len(dst)], b[:len(dst)]
 	switch op {
 	case backends.OpTypeAdd:

@@ -73,13 +73,7 @@ func TestFusionSplit(t *testing.T) {
 	gb := newGotpu(t, Config{})
 	build := func(b backends.Backend) backends.Executable {
 		bld := b.Builder("split")
-		must := func(op backends.Op, err error) backends.Op {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return op
-		}
+		must := mustOp(t)
 		x := must(bld.Parameter("x", shapes.Make(dtypes.Float32, 3, 129), nil))
 		r := must(bld.Parameter("r", shapes.Make(dtypes.Float32, 1, 129), nil))
 		s := must(bld.Parameter("s", shapes.Make(dtypes.Float32), nil))

@@ -1,6 +1,9 @@
 package gobackend
 
 import (
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
@@ -12,4 +15,15 @@ func orEmpty(x []int) []int {
 		return []int{}
 	}
 	return x
+}
+
+// mustOp returns a helper that unwraps a builder call's op, failing t on its error.
+func mustOp(t testing.TB) func(backends.Op, error) backends.Op {
+	return func(op backends.Op, err error) backends.Op {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
 }

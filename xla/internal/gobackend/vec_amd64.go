@@ -1,0 +1,45 @@
+package gobackend
+
+import "golang.org/x/sys/cpu"
+
+// vecAVX2 selects the AVX2 elementwise kernels (vec_amd64.s); it is read once from the CPU's
+// features and never changes.
+var vecAVX2 = cpu.X86.HasAVX2
+
+//go:noescape
+func addF32AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func subF32AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func mulF32AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func divF32AVX2(dst, a, b *float32, n int)
+
+// binaryF32Vec computes dst = a op b with the AVX2 kernels and reports whether it could (the
+// operation has one and the CPU has AVX2). Max and Min stay in Go: VMAXPS does not propagate
+// NaN as Go's max does.
+func binaryF32Vec(op opKind, dst, a, b []float32) bool {
+	n := len(dst)
+	if !vecAVX2 || n == 0 || len(a) < n || len(b) < n {
+		return false
+	}
+	switch op {
+	case vecAdd:
+		addF32AVX2(&dst[0], &a[0], &b[0], n)
+	case vecSub:
+		subF32AVX2(&dst[0], &a[0], &b[0], n)
+	case vecMul:
+		mulF32AVX2(&dst[0], &a[0], &b[0], n)
+	case vecDiv:
+		divF32AVX2(&dst[0], &a[0], &b[0], n)
+	default:
+		return false
+	}
+	return true
+}
+
+// vecEnabled reports whether the vector kernels run (tests log it).
+func vecEnabled() bool { return vecAVX2 }
