@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
@@ -512,6 +514,66 @@ func TestSPMDSharedSteps(t *testing.T) {
 		}
 		if err := gb.BufferFinalize(b); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSPMDReplicaFailure: replica 1 fails inside a fallback segment (an int32 division by zero,
+// which panics in simplego) while replica 0 waits for it at the all-reduce. Execute returns an
+// error naming replica 1 — neither a crash nor a hang — and the executable still runs after.
+func TestSPMDReplicaFailure(t *testing.T) {
+	gb := newGotpu(t, Config{NumDevices: 2})
+	bld := gb.Builder("divide")
+	if err := bld.DistributedSPMD(2); err != nil {
+		t.Fatal(err)
+	}
+	must := mustOp(t)
+	x := must(bld.Parameter("x", shapes.Make(dtypes.Int32, 3), nil))
+	d := must(bld.Parameter("d", shapes.Make(dtypes.Int32, 3), nil))
+	outs, err := bld.AllReduce([]backends.Op{must(bld.Div(x, d))}, backends.ReduceOpSum, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := bld.Compile(outs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Finalize()
+	inputs := func(divisor1 int32) []backends.Buffer {
+		var bufs []backends.Buffer
+		for r, div := range []int32{1, divisor1} {
+			for _, v := range [][]int32{{6, 8, 10}, {div, div, div}} {
+				b, err := gb.BufferFromFlatData(backends.DeviceNum(r), v, shapes.Make(dtypes.Int32, 3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				bufs = append(bufs, b)
+			}
+		}
+		return bufs
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := exec.Execute(inputs(0), nil, 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "replica 1") {
+			t.Fatalf("division by zero on replica 1: %v, want an error naming replica 1", err)
+		}
+		t.Logf("error: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("Execute hangs after a replica failed")
+	}
+	got, err := exec.Execute(inputs(2), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range 2 {
+		flat, _ := gb.BufferData(got[r])
+		if want := []int32{6 + 3, 8 + 4, 10 + 5}; !slices.Equal(flat.([]int32), want) {
+			t.Errorf("replica %d: %v, want %v", r, flat, want)
 		}
 	}
 }

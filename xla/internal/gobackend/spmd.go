@@ -2,6 +2,7 @@ package gobackend
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"sync"
 	"unsafe"
@@ -227,7 +228,7 @@ func (e *Executable) executeSPMD(bufs []*buffer, donate []bool, devs []backends.
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			results[r], errs[r] = e.run(r, c, sh, ins[r], owned[r], threads)
+			errs[r] = e.runReplica(r, c, sh, ins[r], owned[r], threads, &results[r])
 			if errs[r] != nil {
 				c.fail() // release the replicas waiting for this one
 			}
@@ -279,6 +280,19 @@ func (e *Executable) executeSPMD(bufs []*buffer, donate []bool, devs []backends.
 		}
 	}
 	return outs, nil
+}
+
+// runReplica runs replica r on its own goroutine, turning a panic (in a fallback segment: native
+// kernels already return theirs as errors) into an error, as the API edge does for a
+// single-device execution: nothing may panic on a goroutine the caller cannot recover.
+func (e *Executable) runReplica(r int, c *collectives, sh *shared, ins []backends.Buffer, owned []bool, threads int, out *[]backends.Buffer) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("gobackend: %q: replica %d panicked: %v", e.name, r, p)
+		}
+	}()
+	*out, err = e.run(r, c, sh, ins, owned, threads)
+	return err
 }
 
 // identical reports whether output k has the same bytes on every replica. Outputs that differ
