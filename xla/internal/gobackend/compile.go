@@ -35,9 +35,10 @@ type nativeOp struct {
 	red   *reducePlan    // ReduceSum or ReduceMax
 	trans *transposePlan // Transpose
 	ar    *allReducePlan // AllReduce: reads[i] reduced across replicas into outs[i]
+	rng   *rngPlan       // RNGBitGenerator: reads[0] the state, outs the new state and the bits
 	reads []int          // value ids of the buffers it reads
-	out   int            // value id of its output (all but AllReduce)
-	outs  []int          // value ids of AllReduce's outputs
+	out   int            // value id of its output (all but AllReduce and RNGBitGenerator)
+	outs  []int          // value ids of AllReduce's and RNGBitGenerator's outputs
 	name  string         // the operation, for errors
 }
 
@@ -158,6 +159,9 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 				nat.outs = append(nat.outs, n.outputs[i].id)
 			}
 			native[n.id] = nat
+		} else if n.op == backends.OpTypeRNGBitGenerator && nativeRNG(n) {
+			native[n.id] = &nativeOp{rng: &rngPlan{}, reads: []int{n.inputs[0].id},
+				outs: []int{n.outputs[0].id, n.outputs[1].id}, out: -1, name: n.op.String()}
 		} else if p := planReduce(n); p != nil {
 			native[n.id] = &nativeOp{red: p, reads: []int{p.in}, out: p.out, name: n.op.String()}
 		} else if n.op == backends.OpTypeTranspose && n.outputs[0].shape.DType == dtypes.Float32 {
@@ -485,6 +489,7 @@ type Stats struct {
 	Reductions     int // native reductions
 	Transposes     int // native transposes
 	AllReduces     int // all-reduces
+	RNGs           int // random bit generators
 }
 
 // Stats reports how the computation was split (tests and benchmarks log it).
@@ -513,6 +518,8 @@ func (e *Executable) Stats() Stats {
 			s.Transposes++
 		case nat.ar != nil:
 			s.AllReduces++
+		case nat.rng != nil:
+			s.RNGs++
 		}
 	}
 	return s

@@ -36,12 +36,17 @@
 //     block, by a small register program (simplego's implicit broadcasting of size-1 axes and
 //     scalars included, scalar constants folded in). A fusible operation read only elementwise
 //     by one group joins it; a broadcast read by several groups is inlined into each, never
-//     materialized. Transcendental functions are evaluated in float64 and rounded once, as
-//     simplego does;
+//     materialized. Add, Sub, Mul and Div run AVX2 kernels (vec_amd64.s) with results bitwise
+//     those of Go's float32 arithmetic; Exp runs a float32 AVX2/FMA kernel (vec_exp_amd64.s),
+//     within 1–2 ulps of simplego's correctly rounded float64 exp (TestExpF32Vec; softmax and
+//     cross-entropy over the vocabulary make it the hottest transcendental); the other
+//     transcendental functions are evaluated in float64 and rounded once, as simplego does;
 //   - float32 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go), accumulating in
 //     simplego's order, so bitwise equal to it;
 //   - float32 Transpose;
-//   - AllReduce (collective.go), always: simplego has no collectives.
+//   - AllReduce (collective.go), always: simplego has no collectives;
+//   - RNGBitGenerator on a uint64 state (rng.go), drawing simplego's numbers: simplego's kernel
+//     writes to a state input it does not own, a data race when replicas share the state.
 //
 // Everything else is fallback. Operations are scheduled as soon as possible into alternating
 // slots: fallback segment 0, native wave 0, segment 1, wave 1, ... — each operation goes to the

@@ -234,6 +234,8 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 		err = e.runSegment(i, st.seg, env, owned)
 	case st.nat.ar != nil:
 		err = e.runAllReduce(r, c, st.nat, env, owned)
+	case st.nat.rng != nil:
+		err = e.runRNG(st.nat, env, owned)
 	default:
 		wk, t := w, threads
 		if sharedStep {
@@ -292,6 +294,35 @@ func (e *Executable) runAllReduce(r int, c *collectives, nat *nativeOp, env []ba
 	for i, v := range nat.outs {
 		env[v], owned[v] = made[i], true
 	}
+	return nil
+}
+
+// runRNG draws random bits into new buffers (the state input is only read).
+func (e *Executable) runRNG(nat *nativeOp, env []backends.Buffer, owned []bool) error {
+	sg := e.backend.sg
+	if env[nat.reads[0]] == nil {
+		return fmt.Errorf("gobackend: %q: %s reads a value that is not computed (bug)", e.name, nat.name)
+	}
+	state, err := sg.BufferData(env[nat.reads[0]])
+	if err != nil {
+		return fmt.Errorf("gobackend: %q: %s state: %w", e.name, nat.name, err)
+	}
+	stBuf, newState, err := sg.NewSharedBuffer(0, e.valueShapes[nat.outs[0]])
+	if err != nil {
+		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
+	}
+	bitsBuf, bits, err := sg.NewSharedBuffer(0, e.valueShapes[nat.outs[1]])
+	if err != nil {
+		_ = sg.BufferFinalize(stBuf)
+		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
+	}
+	if err := (rngPlan{}).run(newState.([]uint64), state.([]uint64), rawBytes(bits)); err != nil {
+		_ = sg.BufferFinalize(stBuf)
+		_ = sg.BufferFinalize(bitsBuf)
+		return fmt.Errorf("gobackend: %q: %w", e.name, err)
+	}
+	env[nat.outs[0]], owned[nat.outs[0]] = stBuf, true
+	env[nat.outs[1]], owned[nat.outs[1]] = bitsBuf, true
 	return nil
 }
 

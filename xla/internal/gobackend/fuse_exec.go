@@ -224,8 +224,9 @@ func binaryF32(op backends.OpType, dst, a, b []float32) {
 	}
 }
 
-// unaryF32 computes dst = op(a) elementwise. Transcendental functions are evaluated in float64
-// and rounded once, as simplego does, so results agree to float32 rounding.
+// unaryF32 computes dst = op(a) elementwise. Exp uses the vector kernel where the CPU has one
+// (within 2 ulps of the float64 result rounded once); the other transcendental functions, and Exp
+// without the kernel, are evaluated in float64 and rounded once, as simplego does.
 func unaryF32(op backends.OpType, dst, a []float32) {
 	a = a[:len(dst)]
 	switch op {
@@ -240,6 +241,9 @@ func unaryF32(op backends.OpType, dst, a []float32) {
 			dst[i] = math.Float32frombits(math.Float32bits(a[i]) &^ (1 << 31))
 		}
 	case backends.OpTypeExp:
+		if expF32Vec(dst, a) {
+			return
+		}
 		for i := range dst {
 			dst[i] = float32(math.Exp(float64(a[i])))
 		}

@@ -58,7 +58,7 @@ func TestFusedElementwiseMatchesSimpleGo(t *testing.T) {
 			want := run(t, sg, elementwise, in...)
 			got := run(t, gb, elementwise, in...)
 			for i := range want {
-				// Transcendentals are computed in float64 and rounded once, as simplego does.
+				// Transcendentals are within 2 ulps of simplego's (float64 rounded once).
 				assertClose(t, fmt.Sprintf("threads %d %v output %d", threads, dims, i), got[i], want[i], 1e-6)
 			}
 		}

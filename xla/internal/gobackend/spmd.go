@@ -117,7 +117,7 @@ func (st step) io() (reads, outs []int) {
 	switch {
 	case st.seg != nil:
 		return st.seg.inputs, st.seg.outputs
-	case st.nat.ar != nil:
+	case st.nat.outs != nil:
 		return st.nat.reads, st.nat.outs
 	}
 	return st.nat.reads, []int{st.nat.out}

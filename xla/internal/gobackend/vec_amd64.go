@@ -43,3 +43,30 @@ func binaryF32Vec(op opKind, dst, a, b []float32) bool {
 
 // vecEnabled reports whether the vector kernels run (tests log it).
 func vecEnabled() bool { return vecAVX2 }
+
+// vecFMA selects the AVX2+FMA exp kernel (vec_exp_amd64.s).
+var vecFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func expF32AVX2(dst, src *float32, n int)
+
+// expF32Vec computes dst = exp(a) with the vector kernel and reports whether it could. A tail
+// shorter than the vector goes through the same kernel (padded), so every element gets the same
+// function whatever its position.
+func expF32Vec(dst, a []float32) bool {
+	n := len(dst)
+	if !vecFMA || n == 0 || len(a) < n {
+		return false
+	}
+	m := n &^ 7
+	if m > 0 {
+		expF32AVX2(&dst[0], &a[0], m)
+	}
+	if m < n {
+		var tmp [8]float32
+		copy(tmp[:], a[m:n])
+		expF32AVX2(&tmp[0], &tmp[0], 8)
+		copy(dst[m:n], tmp[:])
+	}
+	return true
+}

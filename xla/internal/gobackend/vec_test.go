@@ -56,3 +56,75 @@ func TestBinaryF32Vec(t *testing.T) {
 }
 
 func isNaN32(x float32) bool { return x != x }
+
+// ulps is the distance between two float32s in units in the last place (0 for equal ones,
+// including two NaNs; a large number when one is NaN and the other not).
+func ulps(a, b float32) int64 {
+	if isNaN32(a) || isNaN32(b) {
+		if isNaN32(a) && isNaN32(b) {
+			return 0
+		}
+		return math.MaxInt32
+	}
+	ord := func(x float32) int64 { // monotonic integer order of float32 bit patterns
+		i := int64(int32(math.Float32bits(x)))
+		if i < 0 {
+			i = math.MinInt32 - i
+		}
+		return i
+	}
+	d := ord(a) - ord(b)
+	if d < 0 {
+		d = -d
+	}
+	return d
+}
+
+// TestExpF32Vec: the vector exp (where the CPU has AVX2 and FMA) is within 2 ulps of float64
+// math.Exp rounded once — simplego's result — over the whole finite range, exact at the special
+// values (NaN, ±Inf, 0, overflow to +Inf, underflow to 0), on every tail length, and below
+// FLT_MIN (subnormal results) within 2^-149 absolutely.
+func TestExpF32Vec(t *testing.T) {
+	if !vecEnabled() {
+		t.Skip("no vector kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	var xs []float32
+	for range 200000 {
+		xs = append(xs, rng.Float32()*200-105) // [-105, 95): both ends overflow/underflow
+	}
+	for range 20000 {
+		xs = append(xs, (rng.Float32()*2-1)*1e-3) // near 0
+	}
+	xs = append(xs, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		88.72283, 88.72284, 88.7229, 89, -87.33654, -87.3366, -103.27893, -103.97208, -104, -150, 1, -1, 0.5, 1e-30)
+	got := make([]float32, len(xs))
+	unaryF32(backends.OpTypeExp, got, xs)
+	worst, where := int64(0), float32(0)
+	for i, x := range xs {
+		want := float32(math.Exp(float64(x)))
+		if want != 0 && math.Abs(float64(want)) < math.SmallestNonzeroFloat32*(1<<23) { // subnormal result
+			if d := math.Abs(float64(got[i] - want)); d > math.SmallestNonzeroFloat32 {
+				t.Errorf("exp(%g) = %g, want %g (subnormal): off by %g", x, got[i], want, d)
+			}
+			continue
+		}
+		if u := ulps(got[i], want); u > worst {
+			worst, where = u, x
+		}
+	}
+	t.Logf("worst: %d ulps (at %g) over %d values", worst, where, len(xs))
+	if worst > 2 {
+		t.Errorf("exp is %d ulps off at %g, want at most 2", worst, where)
+	}
+	// Tails: every length up to 17 gives the same values as the full-length run.
+	for n := 1; n <= 17; n++ {
+		part := make([]float32, n)
+		unaryF32(backends.OpTypeExp, part, xs[:n])
+		for i := range part {
+			if math.Float32bits(part[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("length %d: exp(%g) = %g, %g in a longer run", n, xs[i], part[i], got[i])
+			}
+		}
+	}
+}

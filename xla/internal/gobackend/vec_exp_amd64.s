@@ -1,0 +1,202 @@
+#include "textflag.h"
+
+DATA expLo<>+0(SB)/4, $0xc2d00000
+DATA expLo<>+4(SB)/4, $0xc2d00000
+DATA expLo<>+8(SB)/4, $0xc2d00000
+DATA expLo<>+12(SB)/4, $0xc2d00000
+DATA expLo<>+16(SB)/4, $0xc2d00000
+DATA expLo<>+20(SB)/4, $0xc2d00000
+DATA expLo<>+24(SB)/4, $0xc2d00000
+DATA expLo<>+28(SB)/4, $0xc2d00000
+GLOBL expLo<>(SB), RODATA|NOPTR, $32
+
+DATA expHi<>+0(SB)/4, $0x42b1999a
+DATA expHi<>+4(SB)/4, $0x42b1999a
+DATA expHi<>+8(SB)/4, $0x42b1999a
+DATA expHi<>+12(SB)/4, $0x42b1999a
+DATA expHi<>+16(SB)/4, $0x42b1999a
+DATA expHi<>+20(SB)/4, $0x42b1999a
+DATA expHi<>+24(SB)/4, $0x42b1999a
+DATA expHi<>+28(SB)/4, $0x42b1999a
+GLOBL expHi<>(SB), RODATA|NOPTR, $32
+
+DATA expLog2e<>+0(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+4(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+8(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+12(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+16(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+20(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+24(SB)/4, $0x3fb8aa3b
+DATA expLog2e<>+28(SB)/4, $0x3fb8aa3b
+GLOBL expLog2e<>(SB), RODATA|NOPTR, $32
+
+DATA expHalf<>+0(SB)/4, $0x3f000000
+DATA expHalf<>+4(SB)/4, $0x3f000000
+DATA expHalf<>+8(SB)/4, $0x3f000000
+DATA expHalf<>+12(SB)/4, $0x3f000000
+DATA expHalf<>+16(SB)/4, $0x3f000000
+DATA expHalf<>+20(SB)/4, $0x3f000000
+DATA expHalf<>+24(SB)/4, $0x3f000000
+DATA expHalf<>+28(SB)/4, $0x3f000000
+GLOBL expHalf<>(SB), RODATA|NOPTR, $32
+
+DATA expOne<>+0(SB)/4, $0x3f800000
+DATA expOne<>+4(SB)/4, $0x3f800000
+DATA expOne<>+8(SB)/4, $0x3f800000
+DATA expOne<>+12(SB)/4, $0x3f800000
+DATA expOne<>+16(SB)/4, $0x3f800000
+DATA expOne<>+20(SB)/4, $0x3f800000
+DATA expOne<>+24(SB)/4, $0x3f800000
+DATA expOne<>+28(SB)/4, $0x3f800000
+GLOBL expOne<>(SB), RODATA|NOPTR, $32
+
+DATA expC1<>+0(SB)/4, $0x3f318000
+DATA expC1<>+4(SB)/4, $0x3f318000
+DATA expC1<>+8(SB)/4, $0x3f318000
+DATA expC1<>+12(SB)/4, $0x3f318000
+DATA expC1<>+16(SB)/4, $0x3f318000
+DATA expC1<>+20(SB)/4, $0x3f318000
+DATA expC1<>+24(SB)/4, $0x3f318000
+DATA expC1<>+28(SB)/4, $0x3f318000
+GLOBL expC1<>(SB), RODATA|NOPTR, $32
+
+DATA expC2<>+0(SB)/4, $0xb95e8083
+DATA expC2<>+4(SB)/4, $0xb95e8083
+DATA expC2<>+8(SB)/4, $0xb95e8083
+DATA expC2<>+12(SB)/4, $0xb95e8083
+DATA expC2<>+16(SB)/4, $0xb95e8083
+DATA expC2<>+20(SB)/4, $0xb95e8083
+DATA expC2<>+24(SB)/4, $0xb95e8083
+DATA expC2<>+28(SB)/4, $0xb95e8083
+GLOBL expC2<>(SB), RODATA|NOPTR, $32
+
+DATA expP0<>+0(SB)/4, $0x39506967
+DATA expP0<>+4(SB)/4, $0x39506967
+DATA expP0<>+8(SB)/4, $0x39506967
+DATA expP0<>+12(SB)/4, $0x39506967
+DATA expP0<>+16(SB)/4, $0x39506967
+DATA expP0<>+20(SB)/4, $0x39506967
+DATA expP0<>+24(SB)/4, $0x39506967
+DATA expP0<>+28(SB)/4, $0x39506967
+GLOBL expP0<>(SB), RODATA|NOPTR, $32
+
+DATA expP1<>+0(SB)/4, $0x3ab743ce
+DATA expP1<>+4(SB)/4, $0x3ab743ce
+DATA expP1<>+8(SB)/4, $0x3ab743ce
+DATA expP1<>+12(SB)/4, $0x3ab743ce
+DATA expP1<>+16(SB)/4, $0x3ab743ce
+DATA expP1<>+20(SB)/4, $0x3ab743ce
+DATA expP1<>+24(SB)/4, $0x3ab743ce
+DATA expP1<>+28(SB)/4, $0x3ab743ce
+GLOBL expP1<>(SB), RODATA|NOPTR, $32
+
+DATA expP2<>+0(SB)/4, $0x3c088908
+DATA expP2<>+4(SB)/4, $0x3c088908
+DATA expP2<>+8(SB)/4, $0x3c088908
+DATA expP2<>+12(SB)/4, $0x3c088908
+DATA expP2<>+16(SB)/4, $0x3c088908
+DATA expP2<>+20(SB)/4, $0x3c088908
+DATA expP2<>+24(SB)/4, $0x3c088908
+DATA expP2<>+28(SB)/4, $0x3c088908
+GLOBL expP2<>(SB), RODATA|NOPTR, $32
+
+DATA expP3<>+0(SB)/4, $0x3d2aa9c1
+DATA expP3<>+4(SB)/4, $0x3d2aa9c1
+DATA expP3<>+8(SB)/4, $0x3d2aa9c1
+DATA expP3<>+12(SB)/4, $0x3d2aa9c1
+DATA expP3<>+16(SB)/4, $0x3d2aa9c1
+DATA expP3<>+20(SB)/4, $0x3d2aa9c1
+DATA expP3<>+24(SB)/4, $0x3d2aa9c1
+DATA expP3<>+28(SB)/4, $0x3d2aa9c1
+GLOBL expP3<>(SB), RODATA|NOPTR, $32
+
+DATA expP4<>+0(SB)/4, $0x3e2aaaaa
+DATA expP4<>+4(SB)/4, $0x3e2aaaaa
+DATA expP4<>+8(SB)/4, $0x3e2aaaaa
+DATA expP4<>+12(SB)/4, $0x3e2aaaaa
+DATA expP4<>+16(SB)/4, $0x3e2aaaaa
+DATA expP4<>+20(SB)/4, $0x3e2aaaaa
+DATA expP4<>+24(SB)/4, $0x3e2aaaaa
+DATA expP4<>+28(SB)/4, $0x3e2aaaaa
+GLOBL expP4<>(SB), RODATA|NOPTR, $32
+
+DATA expP5<>+0(SB)/4, $0x3f000000
+DATA expP5<>+4(SB)/4, $0x3f000000
+DATA expP5<>+8(SB)/4, $0x3f000000
+DATA expP5<>+12(SB)/4, $0x3f000000
+DATA expP5<>+16(SB)/4, $0x3f000000
+DATA expP5<>+20(SB)/4, $0x3f000000
+DATA expP5<>+24(SB)/4, $0x3f000000
+DATA expP5<>+28(SB)/4, $0x3f000000
+GLOBL expP5<>(SB), RODATA|NOPTR, $32
+
+DATA expBias<>+0(SB)/4, $0x0000007f
+DATA expBias<>+4(SB)/4, $0x0000007f
+DATA expBias<>+8(SB)/4, $0x0000007f
+DATA expBias<>+12(SB)/4, $0x0000007f
+DATA expBias<>+16(SB)/4, $0x0000007f
+DATA expBias<>+20(SB)/4, $0x0000007f
+DATA expBias<>+24(SB)/4, $0x0000007f
+DATA expBias<>+28(SB)/4, $0x0000007f
+GLOBL expBias<>(SB), RODATA|NOPTR, $32
+
+// func expF32AVX2(dst, src *float32, n int)
+//
+// dst[i] = exp(src[i]) for i < n (n a multiple of 8), 8 lanes at a time with AVX2 and FMA, by
+// Cephes' expf: x is clamped to [-104, 88.8] (keeping NaN: the clamps take x as their second
+// operand), n = round(x·log2 e), r = x - n·ln 2 in two parts (Cody-Waite), exp(r) by a degree-5
+// polynomial, and the result scaled by 2^(n>>1)·2^(n-(n>>1)) so that both factors are normal
+// floats for every n in range: above ln(FLT_MAX) the product overflows to +Inf, far below it
+// underflows through the subnormals to 0. Within 2 ulps of the correctly rounded result
+// (TestExpF32Vec measures it).
+TEXT ·expF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VMOVUPS expLo<>(SB), Y8
+	VMOVUPS expHi<>(SB), Y9
+	VMOVUPS expLog2e<>(SB), Y10
+	VMOVUPS expHalf<>(SB), Y11
+	VMOVUPS expC1<>(SB), Y12
+	VMOVUPS expC2<>(SB), Y13
+	VMOVUPS expOne<>(SB), Y14
+	VMOVUPS expBias<>(SB), Y15
+
+exploop:
+	CMPQ CX, $8
+	JL   expdone
+	VMOVUPS (SI), Y0
+	VMAXPS Y0, Y8, Y0
+	VMINPS Y0, Y9, Y0
+	VMOVAPS Y0, Y1
+	VFMADD213PS Y11, Y10, Y1
+	VROUNDPS $1, Y1, Y1
+	VFNMADD231PS Y12, Y1, Y0
+	VFNMADD231PS Y13, Y1, Y0
+	VMULPS Y0, Y0, Y2
+	VMOVUPS expP0<>(SB), Y3
+	VFMADD213PS expP1<>(SB), Y0, Y3
+	VFMADD213PS expP2<>(SB), Y0, Y3
+	VFMADD213PS expP3<>(SB), Y0, Y3
+	VFMADD213PS expP4<>(SB), Y0, Y3
+	VFMADD213PS expP5<>(SB), Y0, Y3
+	VFMADD213PS Y0, Y2, Y3
+	VADDPS Y14, Y3, Y3
+	VCVTTPS2DQ Y1, Y4
+	VPSRAD $1, Y4, Y5
+	VPSUBD Y5, Y4, Y4
+	VPADDD Y15, Y5, Y5
+	VPADDD Y15, Y4, Y4
+	VPSLLD $23, Y5, Y5
+	VPSLLD $23, Y4, Y4
+	VMULPS Y5, Y3, Y3
+	VMULPS Y4, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  exploop
+
+expdone:
+	VZEROUPPER
+	RET
