@@ -41,7 +41,7 @@ var torchRefDir = filepath.Join("..", "..", "testdata", "models", "reference")
 
 // BenchmarkVsPyTorch is `make bench`'s comparison of issue #7: AdamW training steps of the
 // benchmark GPT-2 (vocab 8192, d 256, 4 layers, 4 heads, batch 8 × seq 128, float32, dropout 0)
-// through the trainer's own step (Stepper: gradient program + update program) on gotpu's CPU
+// through the trainer's own step (Stepper: the train program, forward, backward and update) on gotpu's CPU
 // backend and on simplego, then — when Debian's python3-torch is installed — the PyTorch script
 // on the same model as a subprocess, all in one process run, so the ratios compare the same
 // machine under the same load. It reports tokens/s of each and the ratios gotpu/simplego and
@@ -49,7 +49,8 @@ var torchRefDir = filepath.Join("..", "..", "testdata", "models", "reference")
 // machine is shared: a ratio measured while others ran is flagged on stderr).
 //
 // Each Go backend runs 2 untimed steps (the first traces and compiles) and then
-// max(b.N, its minimum) timed steps; the script runs its own 3 warm-up and 20 timed steps.
+// max(b.N, its minimum) timed steps (20 on gotpu's backend, as many as the script); the script
+// runs its own 3 warm-up and 20 timed steps.
 func BenchmarkVsPyTorch(b *testing.B) {
 	ctx := b.Context()
 	threads := runtime.GOMAXPROCS(0)
@@ -61,7 +62,7 @@ func BenchmarkVsPyTorch(b *testing.B) {
 	for _, c := range []struct {
 		backend  string
 		minSteps int
-	}{{xla.GoBackendGotpu, 10}, {xla.GoBackendSimpleGo, 3}} {
+	}{{xla.GoBackendGotpu, 20}, {xla.GoBackendSimpleGo, 3}} {
 		tps, others := benchGoBackend(ctx, b, c.backend, max(b.N, c.minSteps))
 		results[c.backend] = result{tps, others}
 		fmt.Fprintf(os.Stderr, "%-9s %8.1f tokens/s  (other processes used %.0f%% of the CPUs)\n", c.backend, tps, 100*others)
