@@ -203,8 +203,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 		}
 		if owned[v] {
 			outs[i] = buf
-			owned[v] = false // returned once; a repeated output gets a copy
-			env[v] = nil
+			owned[v] = false // returned once; a repeated output gets a copy of it
 			continue
 		}
 		if outs[i], err = e.backend.cloneSG(buf); err != nil {

@@ -3,6 +3,7 @@ package gobackend
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -239,5 +240,64 @@ func TestErrors(t *testing.T) {
 	bad, _ := gb.BufferFromFlatData(0, []float32{1, 2, 3}, shapes.Make(dtypes.Float32, 3))
 	if _, err := exec.Execute([]backends.Buffer{bad}, nil, 0); err == nil || !strings.Contains(err.Error(), `"x"`) {
 		t.Errorf("wrong input shape: %v, want an error naming parameter \"x\"", err)
+	}
+}
+
+// TestRepeatedOutputs: a computation may return the same value several times, and a parameter
+// too (GoMLX does, for a variable a graph leaves unchanged): every position gets its own buffer
+// with the value, on one device and on every replica of an SPMD execution, donated or not.
+func TestRepeatedOutputs(t *testing.T) {
+	for _, replicas := range []int{1, 3} {
+		gb := newGotpu(t, Config{NumDevices: replicas})
+		bld := gb.Builder("repeated")
+		if replicas > 1 {
+			if err := bld.DistributedSPMD(replicas); err != nil {
+				t.Fatal(err)
+			}
+		}
+		must := mustOp(t)
+		x := must(bld.Parameter("x", shapes.Make(dtypes.Float32, 3), nil))
+		y := must(bld.Neg(x))
+		exec, err := bld.Compile([]backends.Op{y, y, x, x}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, donate := range []bool{false, true} {
+			var ins []backends.Buffer
+			var flags []bool
+			for r := range replicas {
+				b, err := gb.BufferFromFlatData(backends.DeviceNum(r), []float32{1, 2, float32(r)}, shapes.Make(dtypes.Float32, 3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ins, flags = append(ins, b), append(flags, donate)
+			}
+			outs, err := exec.Execute(ins, flags, 0)
+			if err != nil {
+				t.Fatalf("%d replicas, donate %v: %v", replicas, donate, err)
+			}
+			seen := map[*storage]bool{}
+			for k, o := range outs {
+				r, i := k/4, k%4
+				want := []float32{1, 2, float32(r)}
+				if i < 2 {
+					want = []float32{-1, -2, -float32(r)}
+				}
+				if got := flat(t, gb, o); !slices.Equal(got, want) {
+					t.Errorf("%d replicas, donate %v: replica %d output %d = %v, want %v", replicas, donate, r, i, got, want)
+				}
+				if st := o.(*buffer).st; seen[st] {
+					t.Errorf("%d replicas, donate %v: replica %d output %d shares storage with another output", replicas, donate, r, i)
+				} else {
+					seen[st] = true
+				}
+			}
+			for _, o := range outs {
+				if err := gb.BufferFinalize(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		exec.Finalize()
 	}
 }
