@@ -99,5 +99,8 @@
 // TrainingArguments, ModelDataArguments, TrainerState and LogEntry are values with no hidden
 // state: copy them freely, but do not mutate one from several goroutines. Schedule, Flow and
 // JSONValue are immutable and safe for concurrent use. The package has no global mutable
-// state.
+// state. A Trainer is used from one goroutine; Train's data.Loader prepares training batches on
+// its own goroutines, and Evaluate and Predict read and collate the next evaluation batch on one
+// producer goroutine (dataloader_prefetch_factor batches ahead) while the device evaluates the
+// current one; each is stopped and waited for before the call that started it returns.
 package trainer

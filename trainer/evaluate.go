@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -99,31 +101,71 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map
 }
 
 // forEachEvalBatch collates ds in order, per_device_eval_batch_size × replicas examples at a time
-// (the last batch may be smaller: its shape compiles once more).
-func (t *Trainer) forEachEvalBatch(ctx context.Context, ds data.Dataset, fn func(b *data.Batch, first int) error) error {
+// (the last batch may be smaller: its shape compiles once more), and calls fn on each, on the
+// calling goroutine. A producer goroutine reads and collates up to dataloader_prefetch_factor
+// (default 2) batches ahead, so batch n+1 is prepared while the device evaluates batch n, as the
+// training loader does; it stops when fn fails or panics, ctx ends, or ds is exhausted, and is
+// waited for before forEachEvalBatch returns.
+func (t *Trainer) forEachEvalBatch(ctx context.Context, ds data.Dataset, fn func(b *data.Batch, first int) error) (err error) {
 	size := t.args.PerDeviceEvalBatchSize * t.replicas
-	for first := 0; first < ds.Len(); first += size {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(size, ds.Len()-first)
-		examples := make([]data.Example, n)
-		for i := range n {
-			ex, err := ds.Get(first + i)
+	prefetch := 2
+	if t.args.DataloaderPrefetchFactor != nil {
+		prefetch = *t.args.DataloaderPrefetchFactor
+	}
+	type item struct {
+		b     *data.Batch
+		first int
+	}
+	pctx, stop := context.WithCancel(ctx)
+	ready := make(chan item, prefetch)
+	var g errgroup.Group
+	g.Go(func() error {
+		defer close(ready)
+		for first := 0; first < ds.Len(); first += size {
+			b, err := t.collateEval(ds, first, min(size, ds.Len()-first))
 			if err != nil {
 				return err
 			}
-			examples[i] = ex
+			select {
+			case ready <- item{b, first}:
+			case <-pctx.Done():
+				return nil // the consumer stopped: its error (or panic) is what is reported
+			}
 		}
-		b, err := t.collator.Collate(examples)
-		if err != nil {
-			return fmt.Errorf("trainer: evaluation batch at example %d: %w", first, err)
+		return nil
+	})
+	defer func() {
+		stop()
+		if werr := g.Wait(); werr != nil && err == nil {
+			err = werr
 		}
-		if err := fn(b, first); err != nil {
+	}()
+	for it := range ready {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(it.b, it.first); err != nil {
 			return err
 		}
 	}
-	return nil
+	return ctx.Err()
+}
+
+// collateEval reads and collates the n examples of ds from first.
+func (t *Trainer) collateEval(ds data.Dataset, first, n int) (*data.Batch, error) {
+	examples := make([]data.Example, n)
+	for i := range n {
+		ex, err := ds.Get(first + i)
+		if err != nil {
+			return nil, err
+		}
+		examples[i] = ex
+	}
+	b, err := t.collator.Collate(examples)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: evaluation batch at example %d: %w", first, err)
+	}
+	return b, nil
 }
 
 // Predictions are the outputs of Predict: logits of every example in dataset order, row-major
