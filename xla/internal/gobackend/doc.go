@@ -37,10 +37,11 @@
 //     scalars included, scalar constants folded in). A fusible operation read only elementwise
 //     by one group joins it; a broadcast read by several groups is inlined into each, never
 //     materialized. Add, Sub, Mul and Div run AVX2 kernels (vec_amd64.s) with results bitwise
-//     those of Go's float32 arithmetic; Exp runs a float32 AVX2/FMA kernel (vec_exp_amd64.s),
-//     within 1–2 ulps of simplego's correctly rounded float64 exp (TestExpF32Vec; softmax and
-//     cross-entropy over the vocabulary make it the hottest transcendental); the other
-//     transcendental functions are evaluated in float64 and rounded once, as simplego does;
+//     those of Go's float32 arithmetic; Exp and Tanh run float32 AVX2/FMA kernels
+//     (vec_exp_amd64.s), within 2 ulps of simplego's float64 results rounded once (TestExpF32Vec,
+//     TestTanhF32Vec measure 1; softmax and cross-entropy over the vocabulary and GPT-2's GELU
+//     make them the hottest transcendentals); the others are evaluated in float64 and rounded
+//     once, as simplego does;
 //   - float32 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go), accumulating in
 //     simplego's order, so bitwise equal to it;
 //   - float32 Transpose;

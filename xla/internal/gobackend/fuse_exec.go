@@ -224,9 +224,10 @@ func binaryF32(op backends.OpType, dst, a, b []float32) {
 	}
 }
 
-// unaryF32 computes dst = op(a) elementwise. Exp uses the vector kernel where the CPU has one
-// (within 2 ulps of the float64 result rounded once); the other transcendental functions, and Exp
-// without the kernel, are evaluated in float64 and rounded once, as simplego does.
+// unaryF32 computes dst = op(a) elementwise. Exp and Tanh use the vector kernels where the CPU
+// has them (within 2 ulps of the float64 result rounded once); the other transcendental
+// functions, and Exp and Tanh without the kernels, are evaluated in float64 and rounded once, as
+// simplego does.
 func unaryF32(op backends.OpType, dst, a []float32) {
 	a = a[:len(dst)]
 	switch op {
@@ -252,6 +253,9 @@ func unaryF32(op backends.OpType, dst, a []float32) {
 			dst[i] = float32(math.Log(float64(a[i])))
 		}
 	case backends.OpTypeTanh:
+		if tanhF32Vec(dst, a) {
+			return
+		}
 		for i := range dst {
 			dst[i] = float32(math.Tanh(float64(a[i])))
 		}

@@ -50,22 +50,53 @@ var vecFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 //go:noescape
 func expF32AVX2(dst, src *float32, n int)
 
-// expF32Vec computes dst = exp(a) with the vector kernel and reports whether it could. A tail
-// shorter than the vector goes through the same kernel (padded), so every element gets the same
-// function whatever its position.
+// expF32Vec computes dst = exp(a) with the vector kernel and reports whether it could.
 func expF32Vec(dst, a []float32) bool {
+	return padded(kernelExp, dst, a)
+}
+
+//go:noescape
+func tanhF32AVX2(dst, src *float32, n int)
+
+// tanhF32Vec computes dst = tanh(a) with the vector kernel and reports whether it could; a short
+// tail goes through the same kernel, padded.
+func tanhF32Vec(dst, a []float32) bool {
+	return padded(kernelTanh, dst, a)
+}
+
+// unaryKernel names an 8-lane unary kernel (called directly, not as a func value, so that
+// its pointer arguments do not escape: no garbage per operation).
+type unaryKernel uint8
+
+const (
+	kernelExp unaryKernel = iota
+	kernelTanh
+)
+
+func (k unaryKernel) call(dst, src *float32, n int) {
+	switch k {
+	case kernelExp:
+		expF32AVX2(dst, src, n)
+	case kernelTanh:
+		tanhF32AVX2(dst, src, n)
+	}
+}
+
+// padded runs an 8-lane kernel over dst = f(a): the multiple of 8 in place, the tail through a
+// padded copy, so every element gets the same function whatever its position.
+func padded(k unaryKernel, dst, a []float32) bool {
 	n := len(dst)
 	if !vecFMA || n == 0 || len(a) < n {
 		return false
 	}
 	m := n &^ 7
 	if m > 0 {
-		expF32AVX2(&dst[0], &a[0], m)
+		k.call(&dst[0], &a[0], m)
 	}
 	if m < n {
 		var tmp [8]float32
 		copy(tmp[:], a[m:n])
-		expF32AVX2(&tmp[0], &tmp[0], 8)
+		k.call(&tmp[0], &tmp[0], 8)
 		copy(dst[m:n], tmp[:])
 	}
 	return true

@@ -200,3 +200,171 @@ exploop:
 expdone:
 	VZEROUPPER
 	RET
+
+DATA tanhAbs<>+0(SB)/4, $0x7fffffff
+DATA tanhAbs<>+4(SB)/4, $0x7fffffff
+DATA tanhAbs<>+8(SB)/4, $0x7fffffff
+DATA tanhAbs<>+12(SB)/4, $0x7fffffff
+DATA tanhAbs<>+16(SB)/4, $0x7fffffff
+DATA tanhAbs<>+20(SB)/4, $0x7fffffff
+DATA tanhAbs<>+24(SB)/4, $0x7fffffff
+DATA tanhAbs<>+28(SB)/4, $0x7fffffff
+GLOBL tanhAbs<>(SB), RODATA|NOPTR, $32
+
+DATA tanhSign<>+0(SB)/4, $0x80000000
+DATA tanhSign<>+4(SB)/4, $0x80000000
+DATA tanhSign<>+8(SB)/4, $0x80000000
+DATA tanhSign<>+12(SB)/4, $0x80000000
+DATA tanhSign<>+16(SB)/4, $0x80000000
+DATA tanhSign<>+20(SB)/4, $0x80000000
+DATA tanhSign<>+24(SB)/4, $0x80000000
+DATA tanhSign<>+28(SB)/4, $0x80000000
+GLOBL tanhSign<>(SB), RODATA|NOPTR, $32
+
+DATA tanhTwo<>+0(SB)/4, $0x40000000
+DATA tanhTwo<>+4(SB)/4, $0x40000000
+DATA tanhTwo<>+8(SB)/4, $0x40000000
+DATA tanhTwo<>+12(SB)/4, $0x40000000
+DATA tanhTwo<>+16(SB)/4, $0x40000000
+DATA tanhTwo<>+20(SB)/4, $0x40000000
+DATA tanhTwo<>+24(SB)/4, $0x40000000
+DATA tanhTwo<>+28(SB)/4, $0x40000000
+GLOBL tanhTwo<>(SB), RODATA|NOPTR, $32
+
+DATA tanhThresh<>+0(SB)/4, $0x3f200000
+DATA tanhThresh<>+4(SB)/4, $0x3f200000
+DATA tanhThresh<>+8(SB)/4, $0x3f200000
+DATA tanhThresh<>+12(SB)/4, $0x3f200000
+DATA tanhThresh<>+16(SB)/4, $0x3f200000
+DATA tanhThresh<>+20(SB)/4, $0x3f200000
+DATA tanhThresh<>+24(SB)/4, $0x3f200000
+DATA tanhThresh<>+28(SB)/4, $0x3f200000
+GLOBL tanhThresh<>(SB), RODATA|NOPTR, $32
+
+DATA tanhT0<>+0(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+4(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+8(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+12(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+16(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+20(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+24(SB)/4, $0xbbbaf0ea
+DATA tanhT0<>+28(SB)/4, $0xbbbaf0ea
+GLOBL tanhT0<>(SB), RODATA|NOPTR, $32
+
+DATA tanhT1<>+0(SB)/4, $0x3ca9134e
+DATA tanhT1<>+4(SB)/4, $0x3ca9134e
+DATA tanhT1<>+8(SB)/4, $0x3ca9134e
+DATA tanhT1<>+12(SB)/4, $0x3ca9134e
+DATA tanhT1<>+16(SB)/4, $0x3ca9134e
+DATA tanhT1<>+20(SB)/4, $0x3ca9134e
+DATA tanhT1<>+24(SB)/4, $0x3ca9134e
+DATA tanhT1<>+28(SB)/4, $0x3ca9134e
+GLOBL tanhT1<>(SB), RODATA|NOPTR, $32
+
+DATA tanhT2<>+0(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+4(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+8(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+12(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+16(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+20(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+24(SB)/4, $0xbd5c1e2d
+DATA tanhT2<>+28(SB)/4, $0xbd5c1e2d
+GLOBL tanhT2<>(SB), RODATA|NOPTR, $32
+
+DATA tanhT3<>+0(SB)/4, $0x3e088393
+DATA tanhT3<>+4(SB)/4, $0x3e088393
+DATA tanhT3<>+8(SB)/4, $0x3e088393
+DATA tanhT3<>+12(SB)/4, $0x3e088393
+DATA tanhT3<>+16(SB)/4, $0x3e088393
+DATA tanhT3<>+20(SB)/4, $0x3e088393
+DATA tanhT3<>+24(SB)/4, $0x3e088393
+DATA tanhT3<>+28(SB)/4, $0x3e088393
+GLOBL tanhT3<>(SB), RODATA|NOPTR, $32
+
+DATA tanhT4<>+0(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+4(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+8(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+12(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+16(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+20(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+24(SB)/4, $0xbeaaaa99
+DATA tanhT4<>+28(SB)/4, $0xbeaaaa99
+GLOBL tanhT4<>(SB), RODATA|NOPTR, $32
+
+// EXPCORE computes Y3 = exp(Y0) as expF32AVX2 does (same operations, same results), with its
+// constants from memory; it clobbers Y0, Y1, Y2, Y4 and Y5.
+#define EXPCORE \
+	VMOVUPS expLo<>(SB), Y1 \
+	VMAXPS Y0, Y1, Y0 \
+	VMOVUPS expHi<>(SB), Y1 \
+	VMINPS Y0, Y1, Y0 \
+	VMOVAPS Y0, Y1 \
+	VMOVUPS expLog2e<>(SB), Y2 \
+	VFMADD213PS expHalf<>(SB), Y2, Y1 \
+	VROUNDPS $1, Y1, Y1 \
+	VFNMADD231PS expC1<>(SB), Y1, Y0 \
+	VFNMADD231PS expC2<>(SB), Y1, Y0 \
+	VMULPS Y0, Y0, Y2 \
+	VMOVUPS expP0<>(SB), Y3 \
+	VFMADD213PS expP1<>(SB), Y0, Y3 \
+	VFMADD213PS expP2<>(SB), Y0, Y3 \
+	VFMADD213PS expP3<>(SB), Y0, Y3 \
+	VFMADD213PS expP4<>(SB), Y0, Y3 \
+	VFMADD213PS expP5<>(SB), Y0, Y3 \
+	VFMADD213PS Y0, Y2, Y3 \
+	VADDPS expOne<>(SB), Y3, Y3 \
+	VCVTTPS2DQ Y1, Y4 \
+	VPSRAD $1, Y4, Y5 \
+	VPSUBD Y5, Y4, Y4 \
+	VPADDD expBias<>(SB), Y5, Y5 \
+	VPADDD expBias<>(SB), Y4, Y4 \
+	VPSLLD $23, Y5, Y5 \
+	VPSLLD $23, Y4, Y4 \
+	VMULPS Y5, Y3, Y3 \
+	VMULPS Y4, Y3, Y3
+
+// func tanhF32AVX2(dst, src *float32, n int)
+//
+// dst[i] = tanh(src[i]) for i < n (n a multiple of 8), by Cephes' tanhf: for |x| < 0.625 the odd
+// polynomial x + x·z·P(z), z = x², else 1 - 2/(exp(2|x|) + 1) with the exp above (no
+// cancellation there: the result is at least 0.55); the two are computed for all lanes and
+// blended, then x's sign is set on the result (tanh is odd; this also keeps tanh(-0) = -0). NaN
+// goes through the exp branch and stays NaN; ±Inf gives ±1. TestTanhF32Vec measures the error.
+TEXT ·tanhF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+tanhloop:
+	CMPQ CX, $8
+	JL   tanhdone
+	VMOVUPS (SI), Y6
+	VANDPS tanhAbs<>(SB), Y6, Y7
+	VADDPS Y7, Y7, Y0
+	EXPCORE
+	VADDPS expOne<>(SB), Y3, Y3
+	VMOVUPS tanhTwo<>(SB), Y4
+	VDIVPS Y3, Y4, Y4
+	VMOVUPS expOne<>(SB), Y5
+	VSUBPS Y4, Y5, Y5
+	VMULPS Y6, Y6, Y2
+	VMOVUPS tanhT0<>(SB), Y3
+	VFMADD213PS tanhT1<>(SB), Y2, Y3
+	VFMADD213PS tanhT2<>(SB), Y2, Y3
+	VFMADD213PS tanhT3<>(SB), Y2, Y3
+	VFMADD213PS tanhT4<>(SB), Y2, Y3
+	VMULPS Y2, Y3, Y3
+	VFMADD213PS Y6, Y6, Y3
+	VCMPPS $1, tanhThresh<>(SB), Y7, Y4
+	VBLENDVPS Y4, Y3, Y5, Y5
+	VANDPS tanhSign<>(SB), Y6, Y4
+	VORPS Y4, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  tanhloop
+
+tanhdone:
+	VZEROUPPER
+	RET

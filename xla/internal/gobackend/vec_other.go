@@ -10,3 +10,6 @@ func vecEnabled() bool { return false }
 
 // expF32Vec has no vector kernel on this architecture: float64 math.Exp runs.
 func expF32Vec([]float32, []float32) bool { return false }
+
+// tanhF32Vec has no vector kernel on this architecture: float64 math.Tanh runs.
+func tanhF32Vec([]float32, []float32) bool { return false }

@@ -128,3 +128,47 @@ func TestExpF32Vec(t *testing.T) {
 		}
 	}
 }
+
+// TestTanhF32Vec: the vector tanh (where the CPU has AVX2 and FMA) is within 2 ulps of float64
+// math.Tanh rounded once — simplego's result — around the polynomial/exp switch at |x| = 0.625,
+// near 0 and out to saturation, exact at NaN, ±Inf, ±0 and ±1 saturation, on every tail length.
+func TestTanhF32Vec(t *testing.T) {
+	if !vecEnabled() {
+		t.Skip("no vector kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	var xs []float32
+	for range 200000 {
+		xs = append(xs, rng.Float32()*24-12)
+	}
+	for range 20000 {
+		xs = append(xs, (rng.Float32()*2-1)*0.7, (rng.Float32()*2-1)*1e-4)
+	}
+	xs = append(xs, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		0.625, -0.625, math.Nextafter32(0.625, 0), 9, 10, 50, -50, 1e-30, math.SmallestNonzeroFloat32)
+	got := make([]float32, len(xs))
+	unaryF32(backends.OpTypeTanh, got, xs)
+	worst, where := int64(0), float32(0)
+	for i, x := range xs {
+		want := float32(math.Tanh(float64(x)))
+		if u := ulps(got[i], want); u > worst {
+			worst, where = u, x
+		}
+		if math.Float32bits(got[i])>>31 != math.Float32bits(want)>>31 && !isNaN32(want) {
+			t.Fatalf("tanh(%g) = %g has the wrong sign (want %g)", x, got[i], want)
+		}
+	}
+	t.Logf("worst: %d ulps (at %g) over %d values", worst, where, len(xs))
+	if worst > 2 {
+		t.Errorf("tanh is %d ulps off at %g, want at most 2", worst, where)
+	}
+	for n := 1; n <= 17; n++ {
+		part := make([]float32, n)
+		unaryF32(backends.OpTypeTanh, part, xs[:n])
+		for i := range part {
+			if math.Float32bits(part[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("length %d: tanh(%g) = %g, %g in a longer run", n, xs[i], part[i], got[i])
+			}
+		}
+	}
+}
