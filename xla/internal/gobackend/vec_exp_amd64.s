@@ -140,67 +140,6 @@ DATA expBias<>+24(SB)/4, $0x0000007f
 DATA expBias<>+28(SB)/4, $0x0000007f
 GLOBL expBias<>(SB), RODATA|NOPTR, $32
 
-// func expF32AVX2(dst, src *float32, n int)
-//
-// dst[i] = exp(src[i]) for i < n (n a multiple of 8), 8 lanes at a time with AVX2 and FMA, by
-// Cephes' expf: x is clamped to [-104, 88.8] (keeping NaN: the clamps take x as their second
-// operand), n = round(x·log2 e), r = x - n·ln 2 in two parts (Cody-Waite), exp(r) by a degree-5
-// polynomial, and the result scaled by 2^(n>>1)·2^(n-(n>>1)) so that both factors are normal
-// floats for every n in range: above ln(FLT_MAX) the product overflows to +Inf, far below it
-// underflows through the subnormals to 0. Within 2 ulps of the correctly rounded result
-// (TestExpF32Vec measures it).
-TEXT ·expF32AVX2(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	VMOVUPS expLo<>(SB), Y8
-	VMOVUPS expHi<>(SB), Y9
-	VMOVUPS expLog2e<>(SB), Y10
-	VMOVUPS expHalf<>(SB), Y11
-	VMOVUPS expC1<>(SB), Y12
-	VMOVUPS expC2<>(SB), Y13
-	VMOVUPS expOne<>(SB), Y14
-	VMOVUPS expBias<>(SB), Y15
-
-exploop:
-	CMPQ CX, $8
-	JL   expdone
-	VMOVUPS (SI), Y0
-	VMAXPS Y0, Y8, Y0
-	VMINPS Y0, Y9, Y0
-	VMOVAPS Y0, Y1
-	VFMADD213PS Y11, Y10, Y1
-	VROUNDPS $1, Y1, Y1
-	VFNMADD231PS Y12, Y1, Y0
-	VFNMADD231PS Y13, Y1, Y0
-	VMULPS Y0, Y0, Y2
-	VMOVUPS expP0<>(SB), Y3
-	VFMADD213PS expP1<>(SB), Y0, Y3
-	VFMADD213PS expP2<>(SB), Y0, Y3
-	VFMADD213PS expP3<>(SB), Y0, Y3
-	VFMADD213PS expP4<>(SB), Y0, Y3
-	VFMADD213PS expP5<>(SB), Y0, Y3
-	VFMADD213PS Y0, Y2, Y3
-	VADDPS Y14, Y3, Y3
-	VCVTTPS2DQ Y1, Y4
-	VPSRAD $1, Y4, Y5
-	VPSUBD Y5, Y4, Y4
-	VPADDD Y15, Y5, Y5
-	VPADDD Y15, Y4, Y4
-	VPSLLD $23, Y5, Y5
-	VPSLLD $23, Y4, Y4
-	VMULPS Y5, Y3, Y3
-	VMULPS Y4, Y3, Y3
-	VMOVUPS Y3, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  exploop
-
-expdone:
-	VZEROUPPER
-	RET
-
 DATA tanhAbs<>+0(SB)/4, $0x7fffffff
 DATA tanhAbs<>+4(SB)/4, $0x7fffffff
 DATA tanhAbs<>+8(SB)/4, $0x7fffffff
@@ -291,8 +230,8 @@ DATA tanhT4<>+24(SB)/4, $0xbeaaaa99
 DATA tanhT4<>+28(SB)/4, $0xbeaaaa99
 GLOBL tanhT4<>(SB), RODATA|NOPTR, $32
 
-// EXPCORE computes Y3 = exp(Y0) as expF32AVX2 does (same operations, same results), with its
-// constants from memory; it clobbers Y0, Y1, Y2, Y4 and Y5.
+// EXPCORE computes Y3 = exp(Y0) for expF32AVX2 and tanhF32AVX2 (one definition, so both get
+// the same exp), with its constants from memory; it clobbers Y0, Y1, Y2, Y4 and Y5.
 #define EXPCORE \
 	VMOVUPS expLo<>(SB), Y1 \
 	VMAXPS Y0, Y1, Y0 \
@@ -322,6 +261,36 @@ GLOBL tanhT4<>(SB), RODATA|NOPTR, $32
 	VPSLLD $23, Y4, Y4 \
 	VMULPS Y5, Y3, Y3 \
 	VMULPS Y4, Y3, Y3
+
+
+// func expF32AVX2(dst, src *float32, n int)
+//
+// dst[i] = exp(src[i]) for i < n (n a multiple of 8), 8 lanes at a time with AVX2 and FMA, by
+// Cephes' expf: x is clamped to [-104, 88.8] (keeping NaN: the clamps take x as their second
+// operand), n = round(x·log2 e), r = x - n·ln 2 in two parts (Cody-Waite), exp(r) by a degree-5
+// polynomial, and the result scaled by 2^(n>>1)·2^(n-(n>>1)) so that both factors are normal
+// floats for every n in range: above ln(FLT_MAX) the product overflows to +Inf, far below it
+// underflows through the subnormals to 0. Within 2 ulps of the correctly rounded result
+// (TestExpF32Vec measures it).
+TEXT ·expF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+exploop:
+	CMPQ CX, $8
+	JL   expdone
+	VMOVUPS (SI), Y0
+	EXPCORE
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  exploop
+
+expdone:
+	VZEROUPPER
+	RET
 
 // func tanhF32AVX2(dst, src *float32, n int)
 //

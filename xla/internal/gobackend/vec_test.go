@@ -85,9 +85,6 @@ func ulps(a, b float32) int64 {
 // values (NaN, ±Inf, 0, overflow to +Inf, underflow to 0), on every tail length, and below
 // FLT_MIN (subnormal results) within 2^-149 absolutely.
 func TestExpF32Vec(t *testing.T) {
-	if !vecEnabled() {
-		t.Skip("no vector kernels on this CPU")
-	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	var xs []float32
 	for range 200000 {
@@ -98,44 +95,23 @@ func TestExpF32Vec(t *testing.T) {
 	}
 	xs = append(xs, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
 		88.72283, 88.72284, 88.7229, 89, -87.33654, -87.3366, -103.27893, -103.97208, -104, -150, 1, -1, 0.5, 1e-30)
-	got := make([]float32, len(xs))
-	unaryF32(backends.OpTypeExp, got, xs)
-	worst, where := int64(0), float32(0)
-	for i, x := range xs {
-		want := float32(math.Exp(float64(x)))
-		if want != 0 && math.Abs(float64(want)) < math.SmallestNonzeroFloat32*(1<<23) { // subnormal result
-			if d := math.Abs(float64(got[i] - want)); d > math.SmallestNonzeroFloat32 {
-				t.Errorf("exp(%g) = %g, want %g (subnormal): off by %g", x, got[i], want, d)
-			}
-			continue
+	checkUnaryKernel(t, backends.OpTypeExp, math.Exp, xs, func(x, got, want float32) bool {
+		if want == 0 || math.Abs(float64(want)) >= math.SmallestNonzeroFloat32*(1<<23) {
+			return false
 		}
-		if u := ulps(got[i], want); u > worst {
-			worst, where = u, x
+		// A subnormal result: within the smallest subnormal.
+		if d := math.Abs(float64(got - want)); d > math.SmallestNonzeroFloat32 {
+			t.Errorf("exp(%g) = %g, want %g (subnormal): off by %g", x, got, want, d)
 		}
-	}
-	t.Logf("worst: %d ulps (at %g) over %d values", worst, where, len(xs))
-	if worst > 2 {
-		t.Errorf("exp is %d ulps off at %g, want at most 2", worst, where)
-	}
-	// Tails: every length up to 17 gives the same values as the full-length run.
-	for n := 1; n <= 17; n++ {
-		part := make([]float32, n)
-		unaryF32(backends.OpTypeExp, part, xs[:n])
-		for i := range part {
-			if math.Float32bits(part[i]) != math.Float32bits(got[i]) {
-				t.Fatalf("length %d: exp(%g) = %g, %g in a longer run", n, xs[i], part[i], got[i])
-			}
-		}
-	}
+		return true
+	})
 }
 
 // TestTanhF32Vec: the vector tanh (where the CPU has AVX2 and FMA) is within 2 ulps of float64
 // math.Tanh rounded once — simplego's result — around the polynomial/exp switch at |x| = 0.625,
-// near 0 and out to saturation, exact at NaN, ±Inf, ±0 and ±1 saturation, on every tail length.
+// near 0 and out to saturation, exact at NaN, ±Inf, ±0 and ±1 saturation, with the sign of x
+// (tanh(-0) = -0), on every tail length.
 func TestTanhF32Vec(t *testing.T) {
-	if !vecEnabled() {
-		t.Skip("no vector kernels on this CPU")
-	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	var xs []float32
 	for range 200000 {
@@ -146,28 +122,45 @@ func TestTanhF32Vec(t *testing.T) {
 	}
 	xs = append(xs, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
 		0.625, -0.625, math.Nextafter32(0.625, 0), 9, 10, 50, -50, 1e-30, math.SmallestNonzeroFloat32)
+	checkUnaryKernel(t, backends.OpTypeTanh, math.Tanh, xs, func(x, got, want float32) bool {
+		if math.Float32bits(got)>>31 != math.Float32bits(want)>>31 && !isNaN32(want) {
+			t.Errorf("tanh(%g) = %g has the wrong sign (want %g)", x, got, want)
+		}
+		return false
+	})
+}
+
+// checkUnaryKernel runs op's vector kernel on xs and compares each result with ref in float64
+// rounded once (simplego's): at most 2 ulps off, the worst logged. special may take over the
+// check of an element (it returns true when it did). Every tail length up to 17 must give the
+// same values as the full-length run: a short tail goes through the same kernel.
+func checkUnaryKernel(t *testing.T, op backends.OpType, ref func(float64) float64, xs []float32, special func(x, got, want float32) bool) {
+	t.Helper()
+	if !vecEnabled() {
+		t.Skip("no vector kernels on this CPU")
+	}
 	got := make([]float32, len(xs))
-	unaryF32(backends.OpTypeTanh, got, xs)
+	unaryF32(op, got, xs)
 	worst, where := int64(0), float32(0)
 	for i, x := range xs {
-		want := float32(math.Tanh(float64(x)))
+		want := float32(ref(float64(x)))
+		if special(x, got[i], want) {
+			continue
+		}
 		if u := ulps(got[i], want); u > worst {
 			worst, where = u, x
-		}
-		if math.Float32bits(got[i])>>31 != math.Float32bits(want)>>31 && !isNaN32(want) {
-			t.Fatalf("tanh(%g) = %g has the wrong sign (want %g)", x, got[i], want)
 		}
 	}
 	t.Logf("worst: %d ulps (at %g) over %d values", worst, where, len(xs))
 	if worst > 2 {
-		t.Errorf("tanh is %d ulps off at %g, want at most 2", worst, where)
+		t.Errorf("%s is %d ulps off at %g, want at most 2", op, worst, where)
 	}
 	for n := 1; n <= 17; n++ {
 		part := make([]float32, n)
-		unaryF32(backends.OpTypeTanh, part, xs[:n])
+		unaryF32(op, part, xs[:n])
 		for i := range part {
 			if math.Float32bits(part[i]) != math.Float32bits(got[i]) {
-				t.Fatalf("length %d: tanh(%g) = %g, %g in a longer run", n, xs[i], part[i], got[i])
+				t.Fatalf("length %d: %s(%g) = %g, %g in a longer run", n, op, xs[i], part[i], got[i])
 			}
 		}
 	}
