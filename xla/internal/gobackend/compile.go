@@ -302,6 +302,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}
 	e.lastUse = lastUse
+	e.planSpares()
 
 	e.nodes = len(b.nodes)
 	st := e.Stats()
@@ -422,6 +423,11 @@ type Executable struct {
 	// would grow the resident set until the next garbage collection.
 	tablesMu sync.Mutex
 	tables   []*valueTable
+	// spare holds freed buffers of native output shapes for the next execution, at most
+	// spareCap of each (spare.go).
+	spareMu  sync.Mutex
+	spare    map[spareKey][]backends.Buffer
+	spareCap map[spareKey]int
 }
 
 // valueTable is one execution's buffers and ownership by value id.
@@ -453,8 +459,9 @@ func (e *Executable) putTable(t *valueTable) {
 
 var _ backends.Executable = (*Executable)(nil)
 
-// Finalize releases the segments' executables.
+// Finalize releases the segments' executables and the kept buffers.
 func (e *Executable) Finalize() {
+	e.dropSpares()
 	for _, st := range e.steps {
 		if st.seg != nil && st.seg.exec != nil {
 			st.seg.exec.Finalize()

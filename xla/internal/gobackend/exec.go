@@ -177,7 +177,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 				continue // other replicas may still read it: executeSPMD frees it
 			}
 			if env[v] != nil && owned[v] {
-				if err := sg.BufferFinalize(env[v]); err != nil {
+				if err := e.recycle(env[v]); err != nil {
 					return nil, fmt.Errorf("gobackend: %q: freeing an intermediate buffer: %w", e.name, err)
 				}
 			}
@@ -368,7 +368,7 @@ func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, 
 		in[i] = d
 	}
 	outShape := e.valueShapes[nat.out]
-	buf, out, err := sg.NewSharedBuffer(0, outShape)
+	buf, out, err := e.newBuffer(outShape)
 	if err != nil {
 		return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
 	}
