@@ -45,8 +45,8 @@ test: lint build
 # device or plugin needed), then checked again; review the diff before committing it.
 .PHONY: golden
 golden:
-	$(GO) test -count=1 -run 'ReplicatedStepGolden' ./xla/step -update
-	$(GO) test -count=1 -run 'ReplicatedStep' ./xla/step
+	$(GO) test -count=1 -run 'ReplicatedStepGolden' ./trainer/step -update
+	$(GO) test -count=1 -run 'ReplicatedStep' ./trainer/step
 
 .PHONY: test-race
 test-race:
@@ -57,9 +57,9 @@ test-race:
 # Rust tokenizer). The full set takes ~25 minutes; `make bench-pytorch` runs only the first (~3).
 .PHONY: bench
 bench: bench-pytorch
-	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./xla
-	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./xla
-	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./xla/step
+	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./trainer/step
+	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./trainer/step
+	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
@@ -67,11 +67,11 @@ bench: bench-pytorch
 
 # Issue #7's comparison: the benchmark GPT-2 (vocab 8192, d 256, 4 layers, 4 heads, batch 8 x seq
 # 128, AdamW, f32) trained on gotpu's CPU backend, on simplego and, when Debian's python3-torch is
-# installed, in PyTorch (xla/step/testdata/pytorch/bench_train.py), in one run: tokens/s of each
+# installed, in PyTorch (trainer/step/testdata/pytorch/bench_train.py), in one run: tokens/s of each
 # and the ratios gotpu/simplego and gotpu/PyTorch.
 .PHONY: bench-pytorch
 bench-pytorch:
-	$(GO) test -run '^$$' -bench 'VsPyTorch' -benchtime 1x -timeout 30m ./xla/step
+	$(GO) test -run '^$$' -bench 'VsPyTorch' -benchtime 1x -timeout 30m ./trainer/step
 
 # The main job: train a small GPT-2 from scratch on the Go standard library's sources on the
 # embedded pure-Go backend (a few minutes on 2 cores), report held-out perplexity, generate code.

@@ -7,7 +7,7 @@
 //
 // Each optimizer update takes gradient_accumulation_steps global micro-batches from a
 // data.Loader (prefetching on its own goroutines); each micro-batch is split into one shard per
-// replica, and xla/step runs the step as one SPMD program over the runtime's devices — the same
+// replica, and trainer/step runs the step as one SPMD program over the runtime's devices — the same
 // on a TPU and on the pure-Go backend's virtual devices: every replica's gradients, an in-graph
 // all-reduce, clipping, and torch's AdamW or HF's Adafactor (HF's decay groups) at the schedule's
 // rate. The loss of

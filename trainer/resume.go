@@ -12,7 +12,7 @@ import (
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/internal/safetensors"
-	"github.com/gotpu/gotpu/xla/step"
+	"github.com/gotpu/gotpu/trainer/step"
 )
 
 // Files of a gotpu checkpoint beyond HF's model directory.

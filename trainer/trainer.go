@@ -15,7 +15,7 @@ import (
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
-	"github.com/gotpu/gotpu/xla/step"
+	"github.com/gotpu/gotpu/trainer/step"
 )
 
 // Options are the Trainer's dependencies and choices beyond TrainingArguments.

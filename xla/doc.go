@@ -30,7 +30,7 @@
 //   - go-xla returns a nil plugin with a nil error when GetPjrtApi returns NULL; Open reports it.
 //
 // StableHLO without a plugin: StableHLO and StableHLOContext trace any graph function — a model
-// program, a step of xla/step — and return the StableHLO module gotpu would hand to a PJRT plugin,
+// program, a step of trainer/step — and return the StableHLO module gotpu would hand to a PJRT plugin,
 // as text, on any machine (no device, no plugin, no cgo: it works under -tags noxla too). GoMLX
 // v0.26.0 builds that text only inside its XLA backend, which refuses to start before a plugin is
 // loaded; gotpu's tracing backend (hlo_backend.go, hlo_ops.go, hlo_elementwise.go) drives go-xla's StableHLO builder,

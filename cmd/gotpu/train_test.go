@@ -133,7 +133,7 @@ func checkLosses(t *testing.T, path string, want []float64) {
 	for i := range want {
 		// Logged losses are rounded to 4 decimals (HF: round(loss, 4)): within half a unit of the
 		// 4th decimal plus the 1e-5 the unrounded loss may differ by (checked unrounded in
-		// xla/step's TestFixtureAdamW), since float32 can land across a rounding boundary.
+		// trainer/step's TestFixtureAdamW), since float32 can land across a rounding boundary.
 		if got[i] != trainer.PyRound(got[i], 4) || math.Abs(got[i]-want[i]) > 5e-5+1e-5 {
 			t.Errorf("step %d: logged loss %v, reference %.8f", i+1, got[i], want[i])
 		}

@@ -13,7 +13,6 @@ import (
 	"math"
 	"path/filepath"
 
-	"github.com/gotpu/gotpu/trainer"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -32,16 +31,24 @@ var (
 	EvalColor  = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 )
 
+// Entry is one log_history entry as the plot reads it; trainer.LogEntry satisfies it. An
+// interface rather than the trainer's type keeps this plumbing package from importing the
+// trainer above it.
+type Entry interface {
+	// Float returns the entry's number under key, and whether there is one.
+	Float(key string) (float64, bool)
+}
+
 // FromLogHistory extracts "loss" and "eval_loss" against "step" from a trainer's log history
 // (TrainerState.LogHistory, or a trainer_state.json read back).
-func FromLogHistory(history []trainer.LogEntry) (train, eval Series) {
+func FromLogHistory[E Entry](history []E) (train, eval Series) {
 	train.Name, eval.Name = "training loss", "held-out loss"
 	for _, e := range history {
 		step, ok := e.Float("step")
 		if !ok {
 			continue
 		}
-		if v, ok := e.Loss(); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v, ok := e.Float("loss"); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			train.Steps, train.Y = append(train.Steps, step), append(train.Y, v)
 		}
 		if v, ok := e.Float("eval_loss"); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {

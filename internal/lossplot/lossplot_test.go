@@ -8,14 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gotpu/gotpu/trainer"
 )
 
-func entry(step float64, key string, v float64) trainer.LogEntry {
-	return trainer.NewLogEntry(
-		trainer.JSONMember{Key: key, Value: trainer.JSONFloatValue(v)},
-		trainer.JSONMember{Key: "step", Value: trainer.JSONFloatValue(step)})
+// mapEntry is a log entry as plain numbers (trainer.LogEntry is tested against Entry in the
+// examples that plot a real history).
+type mapEntry map[string]float64
+
+func (m mapEntry) Float(key string) (float64, bool) { v, ok := m[key]; return v, ok }
+
+func entry(step float64, key string, v float64) mapEntry {
+	return mapEntry{key: v, "step": step}
 }
 
 // count returns how many pixels of img are within a small distance of c.
@@ -44,7 +46,7 @@ func count(t *testing.T, path string, c color.RGBA) (n, w, h int) {
 }
 
 func TestWritePNG(t *testing.T) {
-	var hist []trainer.LogEntry
+	var hist []mapEntry
 	for s := 10; s <= 200; s += 10 {
 		hist = append(hist, entry(float64(s), "loss", 8*math.Exp(-float64(s)/60)+1))
 		if s%50 == 0 {

@@ -77,7 +77,7 @@
 // elements from every member's operands in group order and writes the result into every member's
 // outputs, then waits again — so every replica gets bitwise the same result. A replica that fails
 // releases the others from the barriers with an error, instead of leaving them waiting. This is
-// the data-parallel path of xla/step on every backend: the same SPMD graph with an in-graph
+// the data-parallel path of trainer/step on every backend: the same SPMD graph with an in-graph
 // all-reduce that XLA compiles for N TPU cores.
 //
 // Virtual devices share one memory and the same cores, which spmd.go uses twice, invisibly in the
@@ -88,7 +88,7 @@
 // replica's buffer referencing the same storage (so a step's updated variables are shared inputs
 // of the next). Storage is reference-counted and never written while shared. A data-parallel step
 // over 8 virtual devices then costs what one device costs for the same global batch
-// (BenchmarkReplicas in xla/step).
+// (BenchmarkReplicas in trainer/step).
 //
 // # Buffers
 //

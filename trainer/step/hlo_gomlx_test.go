@@ -1,6 +1,6 @@
 //go:build !noxla
 
-package xla_test
+package step_test
 
 // These tests check gotpu's StableHLO tracer against GoMLX's own XLA backend: for the same graph,
 // the text must be byte-identical to what GoMLX v0.26.0 would hand to a PJRT plugin. GoMLX refuses
@@ -29,7 +29,7 @@ import (
 
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
-	"github.com/gotpu/gotpu/xla/step"
+	"github.com/gotpu/gotpu/trainer/step"
 )
 
 // capturingBackend remembers the builder GoMLX's graph asks for.
@@ -218,7 +218,7 @@ func TestStableHLOOpsMatchGoMLX(t *testing.T) {
 }
 
 // TestStepProgramsMatchGoMLX: every program of the step, for every model family, is the text
-// GoMLX's XLA backend would compile — the golden tests of xla/step check gotpu's own rendering.
+// GoMLX's XLA backend would compile — the golden tests of trainer/step check gotpu's own rendering.
 func TestStepProgramsMatchGoMLX(t *testing.T) {
 	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceGo})
 	if err != nil {
@@ -236,7 +236,7 @@ func TestStepProgramsMatchGoMLX(t *testing.T) {
 		{"llama-tiny", false, "adamw", step.BatchShape{Size: 2, SeqLen: 8}},
 		{"bert-tiny", false, "adamw", step.BatchShape{Size: 2, SeqLen: 8, TokenTypeIDs: true}},
 	} {
-		m, err := models.Load(context.Background(), rt, "../testdata/models/"+tc.fixture, models.LoadOptions{})
+		m, err := models.Load(context.Background(), rt, "../../testdata/models/"+tc.fixture, models.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package xla_test
+package step_test
 
 import (
 	"context"
