@@ -47,6 +47,9 @@ type LoaderConfig struct {
 	// Transfer, if set, moves a prepared step to the devices (in the worker, so the transfer of
 	// batch n+1 overlaps step n, as torch_xla's MpDeviceLoader does). It sets Step.Device.
 	Transfer func(ctx context.Context, s *Step) error
+	// Release, if set, frees what Transfer made for a step that was prepared but never returned
+	// by Next (Close drops the prefetched steps).
+	Release func(s *Step)
 	// Budget, if set, rejects batches whose shape was not declared.
 	Budget *ShapeBudget
 }
@@ -222,6 +225,9 @@ func (l *Loader) prepare(ctx context.Context, pos State) (*Step, error) {
 	}
 	if l.cfg.Transfer != nil {
 		if err := l.cfg.Transfer(ctx, step); err != nil {
+			if l.cfg.Release != nil {
+				l.cfg.Release(step)
+			}
 			return nil, fmt.Errorf("epoch %d batch %d: transfer: %w", pos.Epoch, pos.Batch, err)
 		}
 	}
@@ -279,11 +285,21 @@ func (l *Loader) Stats() Stats {
 func (l *Loader) Close() error {
 	l.closeOnce.Do(func() {
 		l.cancel()
+		var dropped []*future
 		if l.futures != nil {
-			for range l.futures { // drain so the dispatcher is never blocked on a send
+			for f := range l.futures { // drain so the dispatcher is never blocked on a send
+				dropped = append(dropped, f)
 			}
 		}
 		_ = l.group.Wait() // goroutines report errors through futures, never here
+		if l.cfg.Release != nil {
+			for _, f := range dropped {
+				<-f.done // every published future is completed (or failed) once the workers stop
+				if f.step != nil && f.err == nil {
+					l.cfg.Release(f.step)
+				}
+			}
+		}
 	})
 	return nil
 }

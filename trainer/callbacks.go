@@ -29,6 +29,10 @@ type Event struct {
 	Metrics map[string]float64
 	// CheckpointDir is the checkpoint just written (OnSave only).
 	CheckpointDir string
+	// CompletedSteps is how many steps the device has finished (OnStepEnd: from completion
+	// events, no host read; State.GlobalStep counts the steps dispatched, up to xla.QueueDepth
+	// ahead).
+	CompletedSteps int
 }
 
 // Callback is Hugging Face's TrainerCallback: hooks the training loop calls at fixed points.
@@ -318,10 +322,16 @@ func (c *ProgressCallback) OnTrainBegin(_ context.Context, e *Event) error {
 	return nil
 }
 
-// OnStepEnd moves the bar to the global step.
+// OnStepEnd moves the bar to the steps the device has finished (Event.CompletedSteps), so its
+// rate and remaining time follow completions, not dispatches; the global step when the caller
+// does not say (CompletedSteps 0).
 func (c *ProgressCallback) OnStepEnd(_ context.Context, e *Event) error {
 	if c.bar != nil {
-		c.bar.Update(int64(e.State.GlobalStep))
+		n := e.State.GlobalStep
+		if e.CompletedSteps > 0 {
+			n = e.CompletedSteps
+		}
+		c.bar.Update(int64(n))
 	}
 	return nil
 }

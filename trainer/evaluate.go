@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/trainer/step"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -32,30 +33,51 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map
 	var weighted, examples float64
 	steps := 0
 	var preds predictionCollector
+	// Without compute_metrics the batches are dispatched as they come and their loss sums read
+	// once at the end: one blocking read per evaluation. compute_metrics needs every batch's
+	// logits on the host, so then each batch is read as it finishes (one read per batch), which
+	// keeps at most one batch of logits in host memory.
+	var pend []*step.EvalPending
+	var sizes []int
+	add := func(r step.EvalResult, size int) {
+		if r.Terms > 0 {
+			// HF's evaluation_loop repeats each batch's mean loss per example and averages.
+			weighted += r.LossSum / r.Terms * float64(size)
+			examples += float64(size)
+		}
+	}
 	err := t.forEachEvalBatch(ctx, t.eval, func(b *data.Batch, _ int) error {
-		lossSum, terms, logits, err := t.stepper.Evaluate(ctx, b)
+		p, err := t.stepper.DispatchEval(ctx, b)
 		if err != nil {
 			return err
 		}
-		if t.metricsFn != nil {
-			flat, dims, err := logits.Float32s()
-			if err != nil {
-				return err
-			}
-			if err := preds.add(flat, dims, b); err != nil {
-				return err
-			}
-		} else {
-			logits.Release()
-		}
-		if terms > 0 {
-			// HF's evaluation_loop repeats each batch's mean loss per example and averages.
-			weighted += lossSum / terms * float64(b.Size)
-			examples += float64(b.Size)
-		}
 		steps++
+		if t.metricsFn == nil {
+			pend, sizes = append(pend, p), append(sizes, b.Size)
+			return nil
+		}
+		res, err := t.stepper.ReadEval(ctx, []*step.EvalPending{p}, true)
+		if err != nil {
+			return err
+		}
+		flat, dims, err := res[0].Logits.Float32s()
+		if err != nil {
+			return err
+		}
+		if err := preds.add(flat, dims, b); err != nil {
+			return err
+		}
+		add(res[0], b.Size)
 		return nil
 	})
+	if err == nil && len(pend) > 0 {
+		var res []step.EvalResult
+		if res, err = t.stepper.ReadEval(ctx, pend, false); err == nil {
+			for i, r := range res {
+				add(r, sizes[i])
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

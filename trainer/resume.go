@@ -106,11 +106,7 @@ func safetensorsFile(name string, ts []step.HostTensor, md map[string]string) (c
 }
 
 // snapshot stages a checkpoint of the current step in host memory.
-func (t *Trainer) snapshot(run runState) (checkpoint.Snapshot, error) {
-	st, err := t.stepper.ExportState()
-	if err != nil {
-		return checkpoint.Snapshot{}, fmt.Errorf("trainer: checkpoint of step %d: %w", t.state.GlobalStep, err)
-	}
+func (t *Trainer) snapshot(st step.State, run runState) (checkpoint.Snapshot, error) {
 	run.OptimizerStep = st.OptimizerStep
 	cfg, err := t.model.Config().JSON()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,8 @@ import (
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
-	"github.com/gotpu/gotpu/xla"
 	"github.com/gotpu/gotpu/trainer/step"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // Options are the Trainer's dependencies and choices beyond TrainingArguments.
@@ -73,6 +72,8 @@ type Trainer struct {
 	// the last checkpoint handed to it.
 	ckpt      *checkpoint.Writer
 	lastSaved int
+	// loop is the running training loop's totals (nil outside Train).
+	loop      *loopState
 	syncSaves bool
 	nonFinite func(step int) bool
 }
@@ -138,11 +139,22 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if err := model.Context().SetRNGStateFromSeed(int64(args.Seed)); err != nil {
 		return nil, fmt.Errorf("trainer: seeding the RNG: %w", err)
 	}
-	t.stepCfg = step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16}
+	t.stepCfg = step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16,
+		Window: stepWindow(&args), MaxConsecutiveNonfinite: args.MaxConsecutiveNonfinite}
 	if t.stepper, err = step.New(opts.Runtime, model, t.stepCfg); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// stepWindow is how many steps may be dispatched between host reads: the logging interval
+// (logging points are reads), capped at step.MaxWindow; step.MaxWindow when logging is not by a
+// fixed number of steps.
+func stepWindow(a *TrainingArguments) int {
+	if a.LoggingStrategy == "steps" && a.LoggingSteps >= 1 {
+		return min(int(a.LoggingSteps), step.MaxWindow)
+	}
+	return step.MaxWindow
 }
 
 // optimizer maps HF's optim names onto the step package's update rules.
@@ -345,9 +357,24 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	// and the checkpoint saved on the way out is exact.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
+	if err := t.stepper.Begin(t.state.GlobalStep, sched.LR); err != nil {
+		return TrainOutput{}, err
+	}
+	// The loader's workers read, collate and put each batch on the devices while steps run
+	// (torch_xla's MpDeviceLoader): Dispatch finds its inputs there.
 	loader, err := data.NewLoader(runCtx, data.LoaderConfig{
 		Dataset: t.train, Collator: t.collator, Sampler: l.sampler, NumReplicas: t.replicas,
 		PrefetchFactor: prefetch, NumWorkers: t.args.DataloaderNumWorkers,
+		Transfer: func(_ context.Context, s *data.Step) error {
+			db, err := t.stepper.TransferBatch(s.Shards)
+			s.Device = db
+			return err
+		},
+		Release: func(s *data.Step) {
+			if db, ok := s.Device.(*step.DeviceBatch); ok {
+				db.Release()
+			}
+		},
 	}, loaderState)
 	if err != nil {
 		return TrainOutput{}, err
@@ -366,15 +393,10 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	start := time.Now()
 	t.meter = NewMeter(MeterConfig{FLOPsPerToken: t.flopsPerToken(), PeakFLOPS: t.peakFLOPS(),
 		NumDevices: t.replicas, IncludeTokensPerSecond: true}, start)
-	var (
-		intervalLoss    float64
-		intervalSteps   int
-		lastGradNorm    float64
-		nonfinite       int
-		samples, tokens int
-		stepSamples     int
-		waitSeen        float64
-	)
+	ls := &loopState{totalLoss: totalLoss, lastStats: t.rt.Stats(), lastStatsValid: true}
+	t.loop = ls
+	defer func() { t.loop = nil }()
+	var waitSeen float64
 	ga := max(t.args.GradientAccumulationSteps, 1)
 	for t.state.GlobalStep < l.maxSteps && !control.ShouldTrainingStop {
 		if err := ctx.Err(); err != nil {
@@ -383,19 +405,21 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		}
 		// Gather this update's micro-batches: gradient_accumulation_steps of them, or fewer at the
 		// end of an epoch (transformers >= 4.46 updates on a partial accumulation there).
-		var micro [][]*data.Batch
+		var micro []*step.DeviceBatch
 		var epochEnded bool
+		samples, tokens := 0, 0
 		for len(micro) < ga {
 			s, err := loader.Next(runCtx)
 			if err != nil {
+				for _, db := range micro {
+					db.Release()
+				}
 				return TrainOutput{}, err
 			}
-			micro = append(micro, s.Shards)
-			for _, b := range s.Shards {
-				samples += b.Size
-				stepSamples += b.Size
-				tokens += b.Tokens()
-			}
+			db := s.Device.(*step.DeviceBatch)
+			micro = append(micro, db)
+			samples += db.Samples
+			tokens += db.Tokens
 			if loader.State().Batch == 0 {
 				epochEnded = true
 				break
@@ -404,56 +428,30 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		if len(micro) == 0 {
 			break
 		}
-		lr := sched.LR(t.state.GlobalStep)
-		compiles, compileSecs := t.stepper.Compilations()
-		stepStart := time.Now()
 		if t.nonFinite != nil && t.nonFinite(t.state.GlobalStep+1) {
 			t.stepper.PoisonNextStep() // test hook: see Options.NonFiniteAt
 		}
-		res, err := t.stepper.Step(runCtx, micro, lr)
+		p, err := t.stepper.Dispatch(runCtx, micro)
 		if err != nil {
 			return TrainOutput{}, err
 		}
-		stepTime := time.Since(stepStart)
-		if n, secs := t.stepper.Compilations(); n > compiles {
-			d := time.Duration((secs - compileSecs) * float64(time.Second))
-			for range n - compiles {
-				t.meter.AddCompile(d / time.Duration(n-compiles))
+		ls.pending = append(ls.pending, pendingHost{samples: samples, tokens: tokens, p: p})
+		if res := t.stepper.TakeCollected(); len(res) > 0 { // a full window made Dispatch read
+			if err := t.absorb(ls, res); err != nil {
+				return TrainOutput{}, err
 			}
-			stepTime -= d
 		}
 		stats := loader.Stats()
 		t.meter.AddInputWait(time.Duration((stats.InputWaitSeconds - waitSeen) * float64(time.Second)))
 		waitSeen = stats.InputWaitSeconds
-		t.meter.AddStep(int64(stepSamples), int64(tokens), stepTime)
-		stepSamples = 0
-		if res.Skipped {
-			nonfinite++
-			t.log.Warn("non-finite gradients: update skipped", "step", t.state.GlobalStep+1, "consecutive", nonfinite)
-			if limit := t.args.MaxConsecutiveNonfinite; limit > 0 && nonfinite >= limit {
-				return TrainOutput{}, fmt.Errorf("%w: %d consecutive updates (max_consecutive_nonfinite)", ErrNonFinite, nonfinite)
-			}
-		} else {
-			nonfinite = 0
-		}
 		t.state.GlobalStep++
 		pos := loader.State()
 		epoch := float64(pos.Epoch) + float64(pos.Batch)/float64(l.batchesPerEpoch)
 		t.state.Epoch = &epoch
-		if !math.IsNaN(res.Loss) && !math.IsInf(res.Loss, 0) || !t.args.LoggingNanInfFilter {
-			totalLoss += res.Loss
-			intervalLoss += res.Loss
-		} else { // HF's logging_nan_inf_filter: count the step at the running average instead
-			avg := totalLoss / float64(max(t.state.GlobalStep-1, 1))
-			totalLoss += avg
-			intervalLoss += avg
-		}
-		intervalSteps++
-		lastGradNorm = res.GradNorm
 		t.state.NumInputTokensSeen += int64(tokens)
-		tokens = 0
 
 		control = flow.StepEnd(t.state.GlobalStep)
+		ev.CompletedSteps = ls.completed(t.state.GlobalStep)
 		if err := t.callbacks.OnStepEnd(ctx, ev); err != nil {
 			return TrainOutput{}, err
 		}
@@ -466,22 +464,33 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 				return TrainOutput{}, err
 			}
 		}
-		if control.ShouldLog && intervalSteps > 0 {
+		if control.ShouldLog {
+			// Sync point: the losses, norms and flags of every step since the last read.
+			if err := t.sync(runCtx, ls); err != nil {
+				return TrainOutput{}, err
+			}
+			ev.CompletedSteps = t.state.GlobalStep
+		}
+		if control.ShouldLog && ls.intervalSteps > 0 {
 			entry := NewLogEntry(
-				JSONMember{"loss", JSONFloatValue(PyRound(intervalLoss/float64(intervalSteps), 4))},
+				JSONMember{"loss", JSONFloatValue(PyRound(ls.intervalLoss/float64(ls.intervalSteps), 4))},
 			)
 			if t.args.MaxGradNorm > 0 {
-				entry = entry.With("grad_norm", JSONFloatValue(lastGradNorm))
+				entry = entry.With("grad_norm", JSONFloatValue(ls.lastGradNorm))
 			}
 			entry = entry.With("learning_rate", JSONFloatValue(sched.LoggedLR(t.state.GlobalStep)))
-			// gotpu's throughput metrics follow HF's keys (tokens/s, step time, input wait, compiles, MFU).
-			for _, m := range t.meter.Interval(time.Now()).Members() {
+			// gotpu's throughput metrics follow HF's keys (tokens/s, step time, input wait, compiles,
+			// MFU), measured up to the last step's completion; then the pipeline's figures.
+			for _, m := range t.meter.Interval(ls.lastEnd).Members() {
+				entry = entry.With(m.Key, m.Value)
+			}
+			for _, m := range t.pipelineMembers(ls) {
 				entry = entry.With(m.Key, m.Value)
 			}
 			if err := t.logEntry(ctx, ev, entry); err != nil {
 				return TrainOutput{}, err
 			}
-			intervalLoss, intervalSteps = 0, 0
+			ls.intervalLoss, ls.intervalSteps = 0, 0
 		}
 		// An interruption skips or abandons a due evaluation, never the checkpoint after it: the
 		// save is what a restart needs, and evaluating takes long enough to be interrupted often.
@@ -495,14 +504,19 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		}
 		if control.ShouldSave {
 			// Not abandoned when ctx ends: a save that was due is what a restart resumes from.
-			if err := t.saveCheckpoint(context.WithoutCancel(ctx), ev, t.runState(loader, l, totalLoss)); err != nil {
+			if err := t.saveCheckpoint(context.WithoutCancel(ctx), ev, loader, l); err != nil {
 				return TrainOutput{}, err
 			}
 		}
 	}
+	// The end: read what is still on the device (train_loss needs every step's loss).
+	if err := t.sync(runCtx, ls); err != nil {
+		return TrainOutput{}, err
+	}
+	totalLoss = ls.totalLoss
 	if ctx.Err() != nil && t.ckpt != nil && t.args.SaveStrategy != "no" && t.lastSaved != t.state.GlobalStep {
 		// Preemption: save where the run stopped, so a restart loses nothing.
-		if err := t.saveCheckpoint(context.WithoutCancel(ctx), ev, t.runState(loader, l, totalLoss)); err != nil {
+		if err := t.saveCheckpoint(context.WithoutCancel(ctx), ev, loader, l); err != nil {
 			return TrainOutput{}, err
 		}
 	}
@@ -587,7 +601,10 @@ func (t *Trainer) runState(loader *data.Loader, l runLength, totalLoss float64) 
 // which commits it atomically (in the background unless Options.SyncCheckpoints): the model
 // (HF layout), optimizer state, RNG state, trainer_state.json, training_args.json,
 // scheduler.json and gotpu_state.json (loader position). OnSave runs once the snapshot is taken.
-func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event, run runState) error {
+//
+// It is a sync point: the state and every dispatched step's results are read together (one
+// blocking read), and the results folded into the totals the checkpoint records.
+func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event, loader *data.Loader, l runLength) error {
 	if t.ckpt == nil {
 		return errors.New("trainer: saving a checkpoint needs output_dir")
 	}
@@ -596,8 +613,15 @@ func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event, run runState) e
 		t.state.BestModelCheckpoint = &dir
 		t.newBest = false
 	}
+	st, err := t.stepper.ExportState(ctx)
+	if err != nil {
+		return fmt.Errorf("trainer: checkpoint of step %d: %w", t.state.GlobalStep, err)
+	}
+	if err := t.absorb(t.loop, t.stepper.TakeCollected()); err != nil {
+		return err
+	}
 	t.callbacks.SaveStates(&t.state)
-	snap, err := t.snapshot(run)
+	snap, err := t.snapshot(st, t.runState(loader, l, t.loop.totalLoss))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package xla
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Device kinds accepted by Config.Device.
@@ -50,6 +51,11 @@ type Config struct {
 	// instead of gotpu's. They are correct but, on the pure-Go backend, orders of magnitude slower
 	// and larger; the option exists so benchmarks can show the difference.
 	StockDotGradients bool `json:"stock_dot_gradients,omitempty"`
+
+	// ExecutionDelay makes every dispatched execution wait this long before it runs: a kernel
+	// made slow on purpose, for tests that show the host does not wait for the device. Zero in
+	// production.
+	ExecutionDelay time.Duration `json:"-"`
 }
 
 // DefaultConfig returns the configuration used when nothing is specified: automatic device choice,
@@ -90,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if d := normalizedDevice(c.Device); strings.TrimSpace(c.GoBackend) != "" && d != DeviceGo && d != DeviceAuto {
 		return fmt.Errorf("xla.Config.GoBackend: set to %q but Device is %q, which does not use the pure-Go backend", c.GoBackend, c.Device)
+	}
+	if c.ExecutionDelay < 0 {
+		return fmt.Errorf("xla.Config.ExecutionDelay: %s is negative", c.ExecutionDelay)
 	}
 	if c.PluginPath != "" && normalizedDevice(c.Device) == DeviceGo {
 		return fmt.Errorf("xla.Config.PluginPath: set to %q but Device is \"go\", which uses no plugin", c.PluginPath)

@@ -32,6 +32,8 @@ type Runtime struct {
 	devices []Device
 	// goBackend is the pure-Go backend in use (GoBackendGotpu or GoBackendSimpleGo); "" on a plugin.
 	goBackend string
+	// queue runs dispatched executions in order on the runtime's executor goroutine (queue.go).
+	queue *queue
 
 	closeOnce sync.Once
 }
@@ -74,6 +76,7 @@ func openWith(ctx context.Context, cfg Config, env searchEnv) (rt *Runtime, err 
 	if cfg.StockDotGradients {
 		stockBackends.Store(rt.backend, struct{}{})
 	}
+	rt.queue = newQueue(len(rt.devices), cfg.ExecutionDelay)
 	if err := ctx.Err(); err != nil {
 		_ = rt.Close()
 		return nil, fmt.Errorf("xla.Open: %w", err)
@@ -231,10 +234,14 @@ func (r *Runtime) Info() Info {
 	}
 }
 
-// Close releases the backend. It is idempotent.
+// Close stops the executor (the execution in flight finishes; queued ones fail with ErrClosed)
+// and releases the backend. It is idempotent.
 func (r *Runtime) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
+		if r.queue != nil {
+			r.queue.close() // after the execution in flight: it uses the backend
+		}
 		if r.backend == nil {
 			return
 		}

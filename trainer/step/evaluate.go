@@ -28,22 +28,101 @@ func (l *Logits) Float32s() (flat []float32, dims []int, err error) {
 
 // Release frees the device buffer; the logits cannot be read after.
 func (l *Logits) Release() {
-	if l.t != nil {
+	if l != nil && l.t != nil {
 		l.t.FinalizeAll()
 		l.t = nil
 	}
 }
 
+// EvalPending is an evaluation batch dispatched to device 0; its outputs stay there until read.
+type EvalPending struct {
+	exec *xla.Execution
+	// out is the loss sum, the loss-term count and the logits, set by the execution.
+	out []*tensors.Tensor
+}
+
+// EvalResult is a read evaluation batch.
+type EvalResult struct {
+	LossSum, Terms float64
+	// Logits are the batch's logits on the device, when ReadEval was asked for them (else nil).
+	Logits *Logits
+}
+
+// DispatchEval transfers b to device 0 and queues the evaluation forward pass (no dropout) on it,
+// after every step dispatched before; it returns at once. ReadEval reads the results.
+func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPending, err error) {
+	defer xla.Recover(&err, "step.DispatchEval")
+	in := s.batchInputs(b)
+	if err := s.rt.Transfer(0, in...); err != nil {
+		return nil, fmt.Errorf("evaluation: %w", err)
+	}
+	p = &EvalPending{}
+	p.exec, err = s.rt.Dispatch(ctx, "evaluation", []int{0}, func() error {
+		defer func() {
+			for _, t := range in {
+				t.FinalizeAll()
+			}
+		}()
+		outs, _, err := s.run(s.eval, in)
+		if err != nil {
+			return fmt.Errorf("evaluation: %w", err)
+		}
+		p.out = outs
+		return nil
+	})
+	if err != nil {
+		for _, t := range in {
+			t.FinalizeAll()
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// ReadEval reads the loss sums and term counts of dispatched evaluation batches in one blocking
+// read; with logits, each result keeps its batch's logits (on the device) for the caller to read
+// or release, else they are freed.
+func (s *Stepper) ReadEval(ctx context.Context, ps []*EvalPending, logits bool) (res []EvalResult, err error) {
+	defer xla.Recover(&err, "step.ReadEval")
+	res = make([]EvalResult, len(ps))
+	err = s.rt.Read(ctx, "evaluation results", func() error {
+		for i, p := range ps {
+			if p.out == nil {
+				continue // its execution failed: Read reports it
+			}
+			res[i].LossSum, res[i].Terms = scalar(p.out[0]), scalar(p.out[1])
+			if logits {
+				res[i].Logits = &Logits{t: p.out[2]}
+			} else {
+				p.out[2].FinalizeAll()
+			}
+			p.out = nil
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range res {
+			r.Logits.Release()
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
 // Evaluate runs the model in evaluation mode (no dropout) on one batch and returns the loss sum,
-// the number of loss terms (their ratio is the model's HF loss) and the logits.
+// the number of loss terms (their ratio is the model's HF loss) and the logits: DispatchEval and
+// ReadEval of one batch (one blocking read).
 func (s *Stepper) Evaluate(ctx context.Context, b *data.Batch) (lossSum, terms float64, logits *Logits, err error) {
-	defer xla.Recover(&err, "step.Evaluate")
 	if err := ctx.Err(); err != nil {
 		return 0, 0, nil, err
 	}
-	outs, err := s.run(s.eval, s.batchInputs(b))
+	p, err := s.DispatchEval(ctx, b)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("evaluation: %w", err)
+		return 0, 0, nil, err
 	}
-	return scalar(outs[0]), scalar(outs[1]), &Logits{t: outs[2]}, nil
+	res, err := s.ReadEval(ctx, []*EvalPending{p}, true)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return res[0].LossSum, res[0].Terms, res[0].Logits, nil
 }

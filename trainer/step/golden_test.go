@@ -82,8 +82,8 @@ func checkReplicatedStep(m *xla.HLOModule, s *Stepper, n int) (stepSummary, erro
 	if m.NumReplicas != n {
 		return sum, fmt.Errorf("num_replicas = %d, want %d", m.NumReplicas, n)
 	}
-	if want := p + state + 4; len(m.Results) != want {
-		return sum, fmt.Errorf("%d outputs, want %d (%d parameters, %d optimizer variables, loss sum, count, norm, applied)",
+	if want := p + state + 5; len(m.Results) != want {
+		return sum, fmt.Errorf("%d outputs, want %d (%d parameters, %d optimizer variables, loss sum, count, norm, applied, counter)",
 			len(m.Results), want, p, state)
 	}
 	if sum.HostTransfers > 0 {
@@ -146,7 +146,17 @@ func checkReplicatedStep(m *xla.HLOModule, s *Stepper, n int) (stepSummary, erro
 	}
 	for _, r := range m.Results[p+state+2:] {
 		if !m.DependsOn(r, ars[0]) {
-			return sum, fmt.Errorf("gradient norm / applied output %s does not depend on the all_reduce", r)
+			return sum, fmt.Errorf("gradient norm / applied / counter output %s does not depend on the all_reduce", r)
+		}
+	}
+	// The update's scalars come from the window table and counter inputs (after the batch), not
+	// from constants or the host: every updated parameter descends from both.
+	nb := len(s.batchShapes(goldenBatch))
+	for _, arg := range []string{fmt.Sprintf("%%arg%d", nb), fmt.Sprintf("%%arg%d", nb+1)} {
+		for k, r := range m.Results[:p] {
+			if _, args := m.Ancestors(r); !slices.Contains(args, arg) {
+				return sum, fmt.Errorf("updated parameter #%d (%s) is not computed from the window input %s", k, r, arg)
+			}
 		}
 	}
 	return sum, nil

@@ -17,18 +17,24 @@ func batchArity(total, extra int) (batch int, hasExtra bool) {
 	return total, false
 }
 
-// gradGraph: inputs are the batch and, after the first micro-batch, the replica's gradient
-// accumulator; outputs are the replica's loss sum, its number of loss terms, and the accumulator
-// plus the gradients of the loss sum. The parameters are read, never written.
+// gradGraph: inputs are the batch and, after the first micro-batch, the replica's accumulators
+// (loss sum, loss-term count, gradient sums); outputs are the accumulators plus this
+// micro-batch's loss sum, its number of loss terms and the gradients of its loss sum. The
+// parameters are read, never written. The loss sum accumulates in float32 on the device (it was
+// a float64 host sum when it was read after every micro-batch): only the logged loss can differ,
+// by float32 rounding, and only with 3 or more micro-batches; gradients and counts are as before.
 func (s *Stepper) gradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	p := len(s.params)
-	nb, hasAcc := batchArity(len(nodes), p)
+	nb, hasAcc := batchArity(len(nodes), p+2)
 	b, _ := splitBatch(nodes[:nb], nb == 4)
 	sum, terms, grads := s.replicaGradients(c, b)
+	if hasAcc {
+		sum, terms = Add(nodes[nb], sum), Add(nodes[nb+1], terms)
+	}
 	out := []*Node{sum, terms}
 	for i, gr := range grads {
 		if hasAcc {
-			gr = Add(nodes[nb+i], gr)
+			gr = Add(nodes[nb+2+i], gr)
 		}
 		out = append(out, gr)
 	}
@@ -74,13 +80,14 @@ func (s *Stepper) evalGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	return []*Node{Mul(ConvertDType(loss, dtypes.Float32), terms), terms, logits}
 }
 
-// updateScalars are the per-step scalars the host computes (see hostScalars).
+// updateScalars are the per-step scalars the host computes (window.go).
 type updateScalars struct{ lr, decay, a, b, c *Node }
 
 // update turns the global batch's gradient sums into the mean over its count loss terms, clips
 // them by global norm and applies the optimizer to every parameter and its state in place, unless
-// the gradients are not finite. It returns the pre-clip global norm and whether it applied.
-func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateScalars) (norm, finite *Node) {
+// the gradients are not finite or allow is false. It returns the pre-clip global norm and
+// whether it applied.
+func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateScalars, allow *Node) (norm, finite *Node) {
 	g := count.Graph()
 	grads := make([]*Node, len(sums))
 	for i, sum := range sums {
@@ -91,7 +98,7 @@ func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateS
 		sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
 	}
 	norm = Sqrt(sumSq)
-	finite = IsFinite(norm)
+	finite = LogicalAnd(IsFinite(norm), allow)
 	if maxNorm := s.cfg.Optimizer.MaxGradNorm; maxNorm > 0 {
 		// torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), clamped to 1.
 		coef := Min(Div(Scalar(g, dtypes.Float32, maxNorm), AddScalar(norm, 1e-6)), Scalar(g, dtypes.Float32, 1))

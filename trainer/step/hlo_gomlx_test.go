@@ -28,8 +28,8 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/models"
-	"github.com/gotpu/gotpu/xla"
 	"github.com/gotpu/gotpu/trainer/step"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // capturingBackend remembers the builder GoMLX's graph asks for.

@@ -38,8 +38,8 @@ type BatchShape struct {
 	TokenTypeIDs bool
 }
 
-// replicatedScalars is the number of host scalars the train step takes after the batch:
-// lr, decay, a, b, c (hostScalars; the count is all-reduced in the step).
+// replicatedScalars is the number of per-step scalars of the update, one row of the window table
+// the train step takes after the batch: lr, decay, a, b, c (window.go).
 const replicatedScalars = 5
 
 // GraphFunc is a graph function over the model's context, as context.Exec runs it.
@@ -54,7 +54,6 @@ func (s *Stepper) ProgramGraph(p Program, b BatchShape) (xla.HLOSpec, GraphFunc,
 		return xla.HLOSpec{}, nil, fmt.Errorf("step.BatchShape: size %d × seq %d is not positive", b.Size, b.SeqLen)
 	}
 	spec := xla.HLOSpec{Name: fmt.Sprintf("gotpu_%s_%dx%d", p, b.Size, b.SeqLen), Inputs: s.batchShapes(b)}
-	f32 := shapes.Make(dtypes.Float32)
 	switch p {
 	case ProgramGradient:
 		return spec, s.gradGraph, nil
@@ -65,9 +64,8 @@ func (s *Stepper) ProgramGraph(p Program, b BatchShape) (xla.HLOSpec, GraphFunc,
 			return xla.HLOSpec{}, nil, fmt.Errorf("step: program %s: Config.NumReplicas is %d; the replicated step needs at least 2",
 				p, s.cfg.NumReplicas)
 		}
-		for range replicatedScalars {
-			spec.Inputs = append(spec.Inputs, f32)
-		}
+		w := s.cfg.window()
+		spec.Inputs = append(spec.Inputs, shapes.Make(dtypes.Float32, w*w, replicatedScalars), shapes.Make(dtypes.Int32, 3))
 		spec.Name = fmt.Sprintf("%s_%dreplicas", spec.Name, s.cfg.NumReplicas)
 		spec.Replicas = s.cfg.NumReplicas
 		return spec, s.trainGraph, nil
@@ -101,22 +99,23 @@ func (s *Stepper) batchShapes(b BatchShape) []shapes.Shape {
 	return append(in, shapes.Make(dtypes.Int32, b.Size))
 }
 
-// trainGraph is the train step, ProgramReplicatedStep. Inputs: the replica's batch, then lr,
-// decay, a, b, c (hostScalars), then — for the last micro-batch of an accumulating step — the
-// replica's loss sum and loss-term count so far and its gradient accumulators. Outputs, after the
-// updated variables: the global loss sum, the global number of loss terms, the pre-clip global
-// gradient norm, 1 if the update was applied. Every output is the same on all replicas. On one
-// replica there is nothing to all-reduce.
+// trainGraph is the train step, ProgramReplicatedStep. Inputs: the replica's batch, then the
+// window table of per-step scalars [W·W, 5] and the counter int32[3] {j, k, consecutive skips}
+// (window.go), then — for the last micro-batch of an accumulating step — the replica's loss sum
+// and loss-term count so far and its gradient accumulators. Outputs, after the updated variables:
+// the global loss sum, the global number of loss terms, the pre-clip global gradient norm, 1 if
+// the update was applied, and the next counter. Every output is the same on all replicas. On
+// one replica there is nothing to all-reduce.
 func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	p := len(s.params)
-	nb := len(nodes) - replicatedScalars
+	nb := len(nodes) - 2
 	var carry []*Node
 	if nb > 4 {
 		nb -= 2 + p
-		carry = nodes[nb+replicatedScalars:]
+		carry = nodes[nb+2:]
 	}
 	b, _ := splitBatch(nodes[:nb], nb == 4)
-	sc := nodes[nb : nb+replicatedScalars]
+	table, ctr := nodes[nb], nodes[nb+1]
 	sum, terms, grads := s.replicaGradients(c, b)
 	if carry != nil {
 		sum, terms = Add(carry[0], sum), Add(carry[1], terms)
@@ -131,6 +130,7 @@ func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	if s.cfg.NumReplicas > 1 && !s.omitAllReduce {
 		global = sum.Graph().Distributed().AllReduce(local, backends.ReduceOpSum)
 	}
-	norm, finite := s.update(c, global[:p], global[p+1], updateScalars{lr: sc[0], decay: sc[1], a: sc[2], b: sc[3], c: sc[4]})
-	return []*Node{global[p], global[p+1], norm, ConvertDType(finite, dtypes.Float32)}
+	sc := windowScalars(table, ctr, s.cfg.window())
+	norm, applied := s.update(c, global[:p], global[p+1], sc, s.allowed(ctr))
+	return []*Node{global[p], global[p+1], norm, ConvertDType(applied, dtypes.Float32), nextCounter(ctr, applied)}
 }

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/gotpu/gotpu/xla"
 )
 
 // HostTensor is a host copy of one variable: whole (never per device), so state saved with N
@@ -33,11 +36,28 @@ type State struct {
 }
 
 // ExportState copies the model's variables, the optimizer state and the step count to host
-// memory. The copies are independent of the device buffers: later steps do not change them.
-// It fails if a parameter is not finite (a checkpoint is never written from diverged weights).
-func (s *Stepper) ExportState() (State, error) {
+// memory, after every dispatched step, in one blocking read that also reads those steps' results
+// (Collect returns them without another read). The copies are independent of the device
+// buffers: later steps do not change them. It fails if a parameter is not finite (a checkpoint
+// is never written from diverged weights).
+func (s *Stepper) ExportState(ctx context.Context) (st State, err error) {
+	defer xla.Recover(&err, "step.ExportState")
+	err = s.read(ctx, "export state", func() error {
+		var err error
+		st, err = s.exportState()
+		return err
+	})
+	if err != nil {
+		return State{}, err
+	}
+	st.OptimizerStep = s.t
+	return st, nil
+}
+
+// exportState copies the variables; it runs on the executor, in order with the steps.
+func (s *Stepper) exportState() (State, error) {
 	c := s.model.Context()
-	st := State{OptimizerStep: s.t}
+	st := State{}
 	owned := map[*mlctx.Variable]bool{}
 	for _, p := range s.params {
 		v := s.variable(c, p)
@@ -82,8 +102,16 @@ func (s *Stepper) ExportState() (State, error) {
 
 // ImportState restores what ExportState saved. Every parameter and optimizer variable must be
 // present with its exact dtype and shape; Other variables missing from the context (the RNG
-// state before the first step traced it) are created.
-func (s *Stepper) ImportState(st State) error {
+// state before the first step traced it) are created. Nothing may be pending; an open window is
+// reopened at the restored step count.
+func (s *Stepper) ImportState(st State) (err error) {
+	defer xla.Recover(&err, "step.ImportState")
+	if len(s.pending) > 0 {
+		return fmt.Errorf("step.ImportState: %d dispatched steps not read yet", len(s.pending))
+	}
+	if st.OptimizerStep < 0 {
+		return fmt.Errorf("step.ImportState: optimizer step %d is negative", st.OptimizerStep)
+	}
 	c := s.model.Context()
 	byName := func(ts []HostTensor, what string) (map[string]HostTensor, error) {
 		m := make(map[string]HostTensor, len(ts))
@@ -168,7 +196,10 @@ func (s *Stepper) ImportState(st State) error {
 			return fmt.Errorf("step.ImportState: %s: %w", set.h.Name, err)
 		}
 	}
-	s.t = st.OptimizerStep
+	s.t, s.consec = st.OptimizerStep, 0
+	if s.win.lr != nil {
+		return s.openWindow()
+	}
 	return nil
 }
 

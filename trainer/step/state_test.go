@@ -59,16 +59,16 @@ func TestExportImportState(t *testing.T) {
 	}
 	a := newStepper(2)
 	step(a, batches[0])
-	saved, err := a.ExportState()
+	saved, err := a.ExportState(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := a.ExportState()
+	again, _ := a.ExportState(context.Background())
 	a.PoisonNextStep()
 	if res := step(a, batches[1]); !res.Skipped {
 		t.Fatal("a poisoned step was applied")
 	}
-	after, _ := a.ExportState()
+	after, _ := a.ExportState(context.Background())
 	sameState(t, again, after)
 	step(a, batches[1])
 	step(a, batches[2])
@@ -80,8 +80,8 @@ func TestExportImportState(t *testing.T) {
 	}
 	step(b, batches[1])
 	step(b, batches[2])
-	fa, _ := a.ExportState()
-	fb, _ := b.ExportState()
+	fa, _ := a.ExportState(context.Background())
+	fb, _ := b.ExportState(context.Background())
 	if fa.OptimizerStep != 3 || fb.OptimizerStep != 3 {
 		t.Fatalf("optimizer steps %d, %d", fa.OptimizerStep, fb.OptimizerStep)
 	}

@@ -1,9 +1,8 @@
 package step
 
 import (
-	"context"
 	"fmt"
-	"math"
+	"sync"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/distributed"
@@ -25,20 +24,21 @@ type Config struct {
 	// BF16 computes forward and backward in bfloat16 with float32 master weights, optimizer state
 	// and loss (HF's bf16=True).
 	BF16 bool
+	// Window is the most steps Dispatch queues between two host reads (Collect, ExportState):
+	// the size of the table of per-step optimizer scalars uploaded at each read (window.go).
+	// When a window is full, Dispatch reads first (one extra blocking read). 0 means 1; at most
+	// MaxWindow.
+	Window int
+	// MaxConsecutiveNonfinite stops the device from applying any update once this many
+	// consecutive updates were skipped for non-finite gradients, so the state stays that of the
+	// step where the limit was reached until the host reads it (0: no limit).
+	MaxConsecutiveNonfinite int
 }
 
-// Result is what one optimizer step reports.
-type Result struct {
-	// Loss is the mean loss over every non-ignored loss term of the step (all micro-batches and
-	// replicas): what Hugging Face Trainer accumulates as tr_loss for the step.
-	Loss float64
-	// LossSum and Count are its numerator and denominator.
-	LossSum, Count float64
-	// GradNorm is the global L2 norm of the averaged gradients before clipping (HF's grad_norm).
-	GradNorm float64
-	// Skipped is true when the gradients were not finite: nothing was updated.
-	Skipped bool
-}
+// MaxWindow bounds Config.Window: the scalar table has Window² rows.
+const MaxWindow = 128
+
+func (c Config) window() int { return max(c.Window, 1) }
 
 // Stepper runs training and evaluation steps of one model on one runtime.
 type Stepper struct {
@@ -55,15 +55,24 @@ type Stepper struct {
 	grad, train, eval *mlctx.Exec
 	// spmdReady records that grad and train were configured for the runtime's devices (ready).
 	spmdReady bool
-	// t is the optimizer's step count (torch's state["step"]), advanced only by applied updates.
-	t int
+	// t is the optimizer's step count (torch's state["step"]) as of the last host read, advanced
+	// only by applied updates; consec the consecutive skipped updates then.
+	t, consec int
 	// poison makes the next update's gradients non-finite (PoisonNextStep, a test hook).
 	poison bool
+
+	// win is the open window of dispatched steps (window.go); pending the steps dispatched and
+	// not yet read, collected those read by a forced read and not yet returned by Collect.
+	win       window
+	pending   []*Pending
+	collected []Result
 	// omitAllReduce builds ProgramReplicatedStep without its all-reduce. Only tests set it, to
 	// show that the golden checks reject a step whose replicas would diverge.
 	omitAllReduce bool
 
-	// compiled records each traced graph; compileSeconds the time of their first runs.
+	// compiled records each traced graph; compileSeconds the time of their first runs. Programs
+	// run on the runtime's executor goroutine while the host asks: mu guards both.
+	mu             sync.Mutex
 	compiled       map[graph.GraphId]bool
 	compileSeconds float64
 }
@@ -76,6 +85,12 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	}
 	if cfg.NumReplicas <= 0 {
 		return nil, fmt.Errorf("step.Config.NumReplicas: %d is not positive", cfg.NumReplicas)
+	}
+	if cfg.Window < 0 || cfg.Window > MaxWindow {
+		return nil, fmt.Errorf("step.Config.Window: %d is not in [0, %d]", cfg.Window, MaxWindow)
+	}
+	if cfg.MaxConsecutiveNonfinite < 0 {
+		return nil, fmt.Errorf("step.Config.MaxConsecutiveNonfinite: %d is negative", cfg.MaxConsecutiveNonfinite)
 	}
 	_, causal := m.(models.CausalLM)
 	s = &Stepper{rt: rt, model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{}}
@@ -122,20 +137,30 @@ func (s *Stepper) ready() error {
 
 // Compilations returns how many distinct programs (graph × input shapes) were traced and compiled
 // so far, and the seconds their first runs took (tracing and compiling included).
-func (s *Stepper) Compilations() (int, float64) { return len(s.compiled), s.compileSeconds }
+func (s *Stepper) Compilations() (int, float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.compiled), s.compileSeconds
+}
 
-// run executes a program, recording a compilation the first time a graph runs.
-func (s *Stepper) run(e *mlctx.Exec, args []*tensors.Tensor) ([]*tensors.Tensor, error) {
+// run executes a program (on the executor goroutine), recording a compilation the first time a
+// graph runs; it returns the seconds of that first run (0 for later runs).
+func (s *Stepper) run(e *mlctx.Exec, args []*tensors.Tensor) ([]*tensors.Tensor, float64, error) {
 	start := time.Now()
 	outs, g, err := e.ExecWithGraph(tensorArgs(args)...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	s.rt.ReportPrograms(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.compiled[g.GraphId()] {
 		s.compiled[g.GraphId()] = true
-		s.compileSeconds += time.Since(start).Seconds()
+		secs := time.Since(start).Seconds()
+		s.compileSeconds += secs
+		return outs, secs, nil
 	}
-	return outs, nil
+	return outs, 0, nil
 }
 
 // PoisonNextStep makes the gradients of the next Step non-finite (they are divided by NaN in the
@@ -143,11 +168,8 @@ func (s *Stepper) run(e *mlctx.Exec, args []*tensors.Tensor) ([]*tensors.Tensor,
 // skipped and Result.Skipped set. It is a fault-injection hook, not for production use.
 func (s *Stepper) PoisonNextStep() { s.poison = true }
 
-// OptimizerStep is the number of updates applied so far.
+// OptimizerStep is the number of updates applied as of the last host read (Collect).
 func (s *Stepper) OptimizerStep() int { return s.t }
-
-// SetOptimizerStep restores the update count (for resuming).
-func (s *Stepper) SetOptimizerStep(t int) { s.t = t }
 
 func (s *Stepper) variable(c *mlctx.Context, p models.Param) *mlctx.Variable {
 	return c.GetVariableByScopeAndName(p.Scope(), p.Var())
@@ -233,148 +255,6 @@ func (s *Stepper) lossTerms(labels *graph.Node) *graph.Node {
 		return graph.ReduceAllSum(graph.ConvertDType(valid, dtypes.Float32))
 	}
 	return graph.Scalar(labels.Graph(), dtypes.Float32, float64(labels.Shape().Dimensions[0]))
-}
-
-// Step runs one optimizer step: micro[a][r] is micro-batch a of replica r (A accumulation steps
-// × N replicas). lr is the learning rate of this update.
-//
-// The N replicas run as one SPMD program on N devices. Each micro-batch but the last runs the
-// gradient program, which adds every replica's gradients into that replica's accumulator on its
-// device; the last runs the train program, which adds its gradients (and the accumulators), sums
-// gradients, loss sum and loss-term count over the replicas with one in-graph all-reduce, and
-// applies the same update on every replica (torch_xla's xm.optimizer_step). Only scalars (loss
-// sums, counts, the norm) come back to the host.
-func (s *Stepper) Step(ctx context.Context, micro [][]*data.Batch, lr float64) (res Result, err error) {
-	defer xla.Recover(&err, "step.Step")
-	n := s.cfg.NumReplicas
-	if len(micro) == 0 {
-		return Result{}, fmt.Errorf("step.Step: no micro-batches")
-	}
-	for a, replicas := range micro {
-		if len(replicas) != n {
-			return Result{}, fmt.Errorf("step.Step: micro-batch %d has %d shards for %d replicas", a, len(replicas), n)
-		}
-	}
-	if err := s.ready(); err != nil {
-		return Result{}, err
-	}
-	var acc [][]*tensors.Tensor // per replica: its gradient sums so far, on its device
-	carrySum, carryTerms := make([]float64, n), make([]float64, n)
-	defer func() {
-		for _, ts := range acc {
-			for _, t := range ts {
-				t.FinalizeAll()
-			}
-		}
-	}()
-	last := len(micro) - 1
-	for a, replicas := range micro[:last] {
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
-		}
-		var args []*tensors.Tensor
-		for r, b := range replicas {
-			args = append(args, s.batchInputs(b)...)
-			if acc != nil {
-				args = append(args, acc[r]...)
-			}
-		}
-		outs, err := s.run(s.grad, args)
-		if err != nil {
-			return Result{}, fmt.Errorf("gradients of micro-batch %d: %w", a, err)
-		}
-		if acc == nil {
-			acc = make([][]*tensors.Tensor, n)
-		}
-		per := len(outs) / n
-		for r := range n {
-			o := outs[r*per : (r+1)*per]
-			carrySum[r] += scalar(o[0])
-			carryTerms[r] += scalar(o[1])
-			for _, t := range acc[r] {
-				t.FinalizeAll()
-			}
-			acc[r] = o[2:]
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	if s.poison {
-		s.poison = false
-		acc = s.poisoned(acc)
-	}
-	var args []*tensors.Tensor
-	for r, b := range micro[last] {
-		args = append(args, s.batchInputs(b)...)
-		args = append(args, s.hostScalars(lr)...)
-		if acc != nil {
-			args = append(args, tensors.FromScalar(float32(carrySum[r])), tensors.FromScalar(float32(carryTerms[r])))
-			args = append(args, acc[r]...)
-		}
-	}
-	outs, err := s.run(s.train, args)
-	if err != nil {
-		return Result{}, fmt.Errorf("train step: %w", err)
-	}
-	// Every replica returns the same all-reduced values; replica 0's are read, the rest freed.
-	per := len(outs) / n
-	for _, t := range outs[per:] {
-		t.FinalizeAll()
-	}
-	res = Result{LossSum: scalar(outs[0]), Count: scalar(outs[1]), GradNorm: scalar(outs[2]), Skipped: scalar(outs[3]) == 0}
-	if res.Count > 0 {
-		res.Loss = res.LossSum / res.Count
-	}
-	if !res.Skipped {
-		s.t++
-	}
-	return res, nil
-}
-
-// poisoned makes replica 0's first gradient accumulator NaN (zero accumulators are made for a step
-// without accumulation), so that the all-reduced gradients are not finite while the loss is not
-// touched (PoisonNextStep).
-func (s *Stepper) poisoned(acc [][]*tensors.Tensor) [][]*tensors.Tensor {
-	if acc == nil {
-		acc = make([][]*tensors.Tensor, s.cfg.NumReplicas)
-		for r := range acc {
-			for _, p := range s.params {
-				acc[r] = append(acc[r], tensors.FromShape(shapes.Make(dtypes.Float32, p.Shape...)))
-			}
-		}
-	}
-	p := s.params[0]
-	nan := make([]float32, shapes.Make(dtypes.Float32, p.Shape...).Size())
-	for i := range nan {
-		nan[i] = float32(math.NaN())
-	}
-	acc[0][0].FinalizeAll()
-	acc[0][0] = tensors.FromFlatDataAndDimensions(nan, p.Shape...)
-	return acc
-}
-
-// hostScalars computes, in float64 as torch does on the host, the per-step scalars of the update
-// for step t+1, and passes them to the graph as float32: [lr, decay, a, b, c].
-func (s *Stepper) hostScalars(lr float64) []*tensors.Tensor {
-	o := s.cfg.Optimizer
-	t := float64(s.t + 1)
-	var a, b, c float64
-	switch o.Name {
-	case "adamw":
-		a = lr / (1 - math.Pow(o.Beta1, t))     // step_size
-		b = math.Sqrt(1 - math.Pow(o.Beta2, t)) // bias_correction2_sqrt
-		c = o.Epsilon
-	case "adafactor":
-		a = lr
-		b = 1 - math.Pow(t, -0.8) // beta2t with decay_rate -0.8
-	}
-	vals := []float64{lr, 1 - lr*o.WeightDecay, a, b, c}
-	out := make([]*tensors.Tensor, len(vals))
-	for i, v := range vals {
-		out[i] = tensors.FromScalar(float32(v))
-	}
-	return out
 }
 
 func tensorArgs(ts []*tensors.Tensor) []any {
