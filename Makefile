@@ -61,6 +61,7 @@ bench: bench-pytorch
 	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
+	$(GO) test -run '^$$' -bench PipelineOverlap -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
 	data/tokenizer/bench/compare.sh

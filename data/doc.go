@@ -13,8 +13,12 @@
 // Collators pad to a declared set of shapes and ShapeBudget refuses any other: a new shape is a
 // new compiled program, never a silent one.
 //
-// Loader prepares up to PrefetchFactor global batches ahead on its own goroutines (reading,
-// collating and, through LoaderConfig.Transfer, moving them to the devices) while the step runs.
+// Loader prepares up to PrefetchFactor global batches ahead on its own worker goroutines (reading
+// and collating) while the step runs; with LoaderConfig.Transfer a device stage, one goroutine
+// taking the workers' batches in order, moves each to the devices and keeps up to DevicePrefetch
+// of them waiting there (torch_xla's device_prefetch_size), so batch n+1 is on the device before
+// step n ends; Close releases (LoaderConfig.Release) those never returned. The package knows
+// nothing of devices: Transfer and Release are the caller's.
 // Its position (State) is saved with checkpoints and restores exactly. Errors in preparing a batch
 // are returned by the Next that would have returned that batch. Concurrency: Next from one
 // goroutine; Close stops and waits for all the loader's goroutines; Stats and State may be read

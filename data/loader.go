@@ -44,9 +44,15 @@ type LoaderConfig struct {
 	// NumWorkers is how many batches are prepared concurrently (HF's dataloader_num_workers);
 	// 0 means one.
 	NumWorkers int
-	// Transfer, if set, moves a prepared step to the devices (in the worker, so the transfer of
-	// batch n+1 overlaps step n, as torch_xla's MpDeviceLoader does). It sets Step.Device.
+	// Transfer, if set, moves a prepared step to the devices and sets Step.Device. With
+	// prefetch it runs on the loader's device stage, one goroutine that takes the workers'
+	// batches in order, so the transfer of batch n+1 overlaps step n (torch_xla's MpDeviceLoader);
+	// without, inside Next.
 	Transfer func(ctx context.Context, s *Step) error
+	// DevicePrefetch is how many transferred batches may wait on the devices for Next (torch_xla's
+	// device_prefetch_size); it bounds the device memory the pipeline holds, apart from the host
+	// batches PrefetchFactor bounds. 0 means 1. Used only with Transfer and prefetch.
+	DevicePrefetch int
 	// Release, if set, frees what Transfer made for a step that was prepared but never returned
 	// by Next (Close drops the prefetched steps).
 	Release func(s *Step)
@@ -73,6 +79,8 @@ func (c *LoaderConfig) Validate() error {
 		return fmt.Errorf("data.LoaderConfig.PrefetchFactor: %d is negative", c.PrefetchFactor)
 	case c.NumWorkers < 0:
 		return fmt.Errorf("data.LoaderConfig.NumWorkers: %d is negative", c.NumWorkers)
+	case c.DevicePrefetch < 0:
+		return fmt.Errorf("data.LoaderConfig.DevicePrefetch: %d is negative", c.DevicePrefetch)
 	case c.Sampler.NumExamples != c.Dataset.Len():
 		return fmt.Errorf("data.LoaderConfig.Sampler.NumExamples: %d, but the dataset has %d", c.Sampler.NumExamples, c.Dataset.Len())
 	}
@@ -107,7 +115,12 @@ type Loader struct {
 
 	cancel  context.CancelFunc
 	futures chan *future // in order; capacity bounds prefetch
-	group   errgroup.Group
+	// ready is the device stage's output (with Transfer): futures whose steps are on the
+	// devices, in order; its capacity and the one step the stage holds make DevicePrefetch.
+	ready chan *future
+	// held is the step the device stage has transferred and not yet handed on (for Close).
+	held  *future
+	group errgroup.Group
 
 	mu    sync.Mutex
 	stats Stats
@@ -119,6 +132,7 @@ type future struct {
 	done chan struct{}
 	step *Step
 	err  error
+	host bool // prepared by a worker, not transferred yet
 }
 
 // NewLoader starts a loader at the given position (the zero State, with the sampler's seed, to
@@ -156,7 +170,7 @@ func NewLoader(ctx context.Context, cfg LoaderConfig, start State) (*Loader, err
 		defer close(l.futures)
 		pos := start
 		for {
-			f := &future{done: make(chan struct{})}
+			f := &future{done: make(chan struct{}), host: true}
 			p := pos
 			select {
 			case l.futures <- f: // blocks while PrefetchFactor batches are waiting: bounded memory
@@ -173,8 +187,57 @@ func NewLoader(ctx context.Context, cfg LoaderConfig, start State) (*Loader, err
 			pos = l.advance(pos)
 		}
 	})
+	if cfg.Transfer != nil {
+		l.ready = make(chan *future, max(cfg.DevicePrefetch, 1)-1)
+		l.group.Go(func() error { l.deviceStage(ctx); return nil })
+	}
 	return l, nil
 }
+
+// deviceStage takes the workers' batches in order and transfers each to the devices, handing it
+// to Next through ready. It blocks while DevicePrefetch transferred batches wait, so it runs at
+// most that far ahead of the consumer on the devices.
+func (l *Loader) deviceStage(ctx context.Context) {
+	defer close(l.ready)
+	for f := range l.futures {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			l.drop(f)
+			return
+		}
+		out := f
+		if f.err == nil {
+			out = &future{done: make(chan struct{}), step: f.step}
+			start := time.Now()
+			if err := l.cfg.Transfer(ctx, f.step); err != nil {
+				if l.cfg.Release != nil {
+					l.cfg.Release(f.step)
+				}
+				out.step, out.err = nil, fmt.Errorf("epoch %d batch %d: transfer: %w", f.step.Epoch, f.step.Batch, err)
+			}
+			l.mu.Lock()
+			l.stats.HostSeconds += time.Since(start).Seconds()
+			l.mu.Unlock()
+			close(out.done)
+		}
+		l.mu.Lock()
+		l.held = out
+		l.mu.Unlock()
+		select {
+		case l.ready <- out:
+			l.mu.Lock()
+			l.held = nil
+			l.mu.Unlock()
+		case <-ctx.Done():
+			return // Close releases held
+		}
+	}
+}
+
+// drop waits for a future the device stage will not hand on and releases nothing: host steps
+// own no device memory.
+func (l *Loader) drop(f *future) { <-f.done }
 
 // advance returns the position after pos.
 func (l *Loader) advance(pos State) State {
@@ -223,7 +286,7 @@ func (l *Loader) prepare(ctx context.Context, pos State) (*Step, error) {
 		b.Indices = idx
 		step.Shards = append(step.Shards, b)
 	}
-	if l.cfg.Transfer != nil {
+	if l.cfg.Transfer != nil && l.futures == nil { // no prefetch: transfer here, inside Next
 		if err := l.cfg.Transfer(ctx, step); err != nil {
 			if l.cfg.Release != nil {
 				l.cfg.Release(step)
@@ -243,8 +306,12 @@ func (l *Loader) Next(ctx context.Context) (*Step, error) {
 	if l.futures == nil {
 		step, err = l.prepare(ctx, l.next)
 	} else {
+		src := l.futures
+		if l.ready != nil {
+			src = l.ready
+		}
 		select {
-		case f, ok := <-l.futures:
+		case f, ok := <-src:
 			if !ok {
 				return nil, errors.New("data: loader is closed")
 			}
@@ -286,16 +353,24 @@ func (l *Loader) Close() error {
 	l.closeOnce.Do(func() {
 		l.cancel()
 		var dropped []*future
+		if l.ready != nil {
+			for f := range l.ready { // the device stage's transferred steps
+				dropped = append(dropped, f)
+			}
+		}
 		if l.futures != nil {
 			for f := range l.futures { // drain so the dispatcher is never blocked on a send
 				dropped = append(dropped, f)
 			}
 		}
 		_ = l.group.Wait() // goroutines report errors through futures, never here
+		if l.held != nil {
+			dropped = append(dropped, l.held)
+		}
 		if l.cfg.Release != nil {
 			for _, f := range dropped {
 				<-f.done // every published future is completed (or failed) once the workers stop
-				if f.step != nil && f.err == nil {
+				if f.step != nil && f.err == nil && !f.host {
 					l.cfg.Release(f.step)
 				}
 			}

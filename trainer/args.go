@@ -124,6 +124,10 @@ type TrainingArguments struct {
 	// PeakFlops: the hardware's peak FLOP/s per device, for model FLOPs utilization (MFU)
 	// reporting; 0 means unknown (no MFU).
 	PeakFlops float64 `json:"peak_flops"`
+	// DevicePrefetchSize: training batches transferred to the devices ahead of the step that
+	// takes them (torch_xla's device_prefetch_size), on top of dataloader_prefetch_factor batches
+	// collated on the host; it bounds the device memory the input pipeline holds.
+	DevicePrefetchSize int `json:"device_prefetch_size"`
 
 	// Unsupported lists Hugging Face settings that were given (in a JSON file or on the command
 	// line) with a value gotpu cannot honour. Validate reports each one; it is never written.
@@ -170,6 +174,7 @@ func DefaultTrainingArguments() TrainingArguments {
 		IncludeNumInputTokensSeen:  "no",
 		AverageTokensAcrossDevices: true,
 		MaxConsecutiveNonfinite:    10,
+		DevicePrefetchSize:         1,
 		NumDevices:                 0,
 		Device:                     "auto",
 	}

@@ -77,6 +77,7 @@ var argHelp = map[string]string{
 	"num_devices":                   "gotpu: data-parallel replicas (0: all devices)",
 	"device":                        "gotpu: auto, tpu, cuda, cpu or go",
 	"peak_flops":                    "gotpu: peak FLOP/s per device, for MFU reporting (0: unknown)",
+	"device_prefetch_size":          "gotpu: training batches put on the devices ahead of their step",
 }
 
 // RegisterFlags registers one flag per implemented field under its HF name

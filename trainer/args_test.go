@@ -23,7 +23,7 @@ func TestDefaultTrainingArguments(t *testing.T) {
 		"logging_strategy": "steps", "logging_steps": 500.0, "logging_nan_inf_filter": true, "save_strategy": "steps",
 		"save_steps": 500.0, "save_safetensors": true, "seed": 42, "eval_strategy": "no", "remove_unused_columns": true,
 		"optim": "adamw_torch", "report_to": []string{"none"}, "include_num_input_tokens_seen": "no",
-		"average_tokens_across_devices": true, "max_consecutive_nonfinite": 10, "num_devices": 0, "device": "auto",
+		"average_tokens_across_devices": true, "max_consecutive_nonfinite": 10, "num_devices": 0, "device": "auto", "device_prefetch_size": 1,
 		"eval_steps": (*float64)(nil), "save_total_limit": (*int)(nil), "greater_is_better": (*bool)(nil),
 	}
 	v := reflect.ValueOf(a)
@@ -306,7 +306,7 @@ func TestToJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := v.Object()
-	if keys[0].Key != "output_dir" || keys[len(keys)-1].Key != "peak_flops" || len(keys) != len(trainingArgsMeta.fields) {
+	if keys[0].Key != "output_dir" || keys[len(keys)-1].Key != "device_prefetch_size" || len(keys) != len(trainingArgsMeta.fields) {
 		t.Errorf("key order: %s … %s (%d keys)", keys[0].Key, keys[len(keys)-1].Key, len(keys))
 	}
 	back, _, err := ParseTrainingArgumentsJSON([]byte(out), "x")

@@ -157,6 +157,9 @@ func (a *TrainingArguments) Validate() error {
 	if a.NeftuneNoiseAlpha != nil {
 		nonNegative("neftune_noise_alpha", *a.NeftuneNoiseAlpha)
 	}
+	if a.DevicePrefetchSize < 1 {
+		l.invalid("device_prefetch_size", "%d is not at least 1", a.DevicePrefetchSize)
+	}
 	if a.MaxConsecutiveNonfinite < 0 {
 		l.invalid("max_consecutive_nonfinite", "%d is negative", a.MaxConsecutiveNonfinite)
 	}

@@ -94,6 +94,14 @@
 // ErrUnknownArgument. Malformed JSON wraps ErrJSONSyntax with a line and column; schedule
 // problems wrap ErrSchedule. Other errors are wrapped with %w and name the file and field.
 //
+// # Pipeline
+//
+// Host and device never take turns (loop.go, docs/pipeline.md): the loader's goroutines read,
+// collate and transfer batch n+1 while step n runs; Train dispatches each step and goes on; the
+// losses, norms and skip flags are read only at logging, evaluation and save points and at the
+// end (one blocking read each), and each training log entry carries host_syncs and
+// device_idle_fraction for its interval. Options.Lockstep turns the pipeline off.
+//
 // # Concurrency
 //
 // TrainingArguments, ModelDataArguments, TrainerState and LogEntry are values with no hidden

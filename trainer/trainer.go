@@ -40,6 +40,10 @@ type Options struct {
 	// 1-based global step), that update's gradients are made non-finite, exercising the skip path
 	// (weights and optimizer state unchanged) and max_consecutive_nonfinite. nil in production.
 	NonFiniteAt func(step int) bool
+	// Lockstep turns the pipeline off, for benchmarks that measure what it saves: batches are
+	// read, collated and transferred inside the loop (no prefetch), and each step's results
+	// are read as soon as it is dispatched, so host and device take turns. Results are the same.
+	Lockstep bool
 }
 
 // Trainer trains and evaluates a models.Model with Hugging Face Trainer semantics. It is not safe
@@ -76,6 +80,7 @@ type Trainer struct {
 	loop      *loopState
 	syncSaves bool
 	nonFinite func(step int) bool
+	lockstep  bool
 }
 
 // New validates the arguments and prepares a Trainer. train and eval may be nil when unused.
@@ -100,7 +105,7 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 		args: args, model: model, train: train, eval: eval, rt: opts.Runtime,
 		collator: opts.Collator, callbacks: Callbacks(opts.Callbacks), log: opts.Logger, metricsFn: opts.ComputeMetrics,
 		replicas: replicas, state: NewTrainerState(), lastSaved: -1,
-		syncSaves: opts.SyncCheckpoints, nonFinite: opts.NonFiniteAt,
+		syncSaves: opts.SyncCheckpoints, nonFinite: opts.NonFiniteAt, lockstep: opts.Lockstep,
 	}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -352,6 +357,9 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	if t.args.DataloaderPrefetchFactor != nil {
 		prefetch = *t.args.DataloaderPrefetchFactor
 	}
+	if t.lockstep {
+		prefetch = 0
+	}
 	// Cancelling ctx (SIGTERM) stops the run between updates, never inside one: the loader and
 	// the step run under a context that only ends with Train, so the current update completes
 	// and the checkpoint saved on the way out is exact.
@@ -364,7 +372,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	// (torch_xla's MpDeviceLoader): Dispatch finds its inputs there.
 	loader, err := data.NewLoader(runCtx, data.LoaderConfig{
 		Dataset: t.train, Collator: t.collator, Sampler: l.sampler, NumReplicas: t.replicas,
-		PrefetchFactor: prefetch, NumWorkers: t.args.DataloaderNumWorkers,
+		PrefetchFactor: prefetch, NumWorkers: t.args.DataloaderNumWorkers, DevicePrefetch: t.args.DevicePrefetchSize,
 		Transfer: func(_ context.Context, s *data.Step) error {
 			db, err := t.stepper.TransferBatch(s.Shards)
 			s.Device = db
@@ -436,6 +444,11 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 			return TrainOutput{}, err
 		}
 		ls.pending = append(ls.pending, pendingHost{samples: samples, tokens: tokens, p: p})
+		if t.lockstep {
+			if err := t.sync(runCtx, ls); err != nil {
+				return TrainOutput{}, err
+			}
+		}
 		if res := t.stepper.TakeCollected(); len(res) > 0 { // a full window made Dispatch read
 			if err := t.absorb(ls, res); err != nil {
 				return TrainOutput{}, err

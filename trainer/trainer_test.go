@@ -17,7 +17,7 @@ import (
 	"github.com/gotpu/gotpu/xla"
 )
 
-func tinyGPT2(t *testing.T, rt *xla.Runtime) models.Model {
+func tinyGPT2(t testing.TB, rt *xla.Runtime) models.Model {
 	t.Helper()
 	cfg := gpt2.DefaultConfig()
 	cfg.VocabSize, cfg.NEmbd, cfg.NLayer, cfg.NHead, cfg.NPositions = 64, 32, 2, 2, 16

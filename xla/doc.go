@@ -48,6 +48,17 @@
 // ErrNotPlugin (a file that is not a plugin). GoMLX reports graph-building errors by panicking;
 // Program, Compile, Open and Call recover them and return *PanicError.
 //
+// Asynchronous execution (queue.go): Runtime.Dispatch queues device work and returns at once; it
+// runs in dispatch order on the runtime's executor goroutine (started by Open, stopped by Close,
+// which lets the execution in flight finish and fails what is queued with ErrClosed). go-xla's
+// execute waits for completion, so on PJRT the executor is what frees the caller; gotpu's CPU
+// backend runs through the same queue, so the trainer takes one code path everywhere. Read (and
+// Sync) are the only blocking device→host reads: they run after everything dispatched before and
+// report the first failed execution since the last read. Transfer puts host tensors on a device
+// from any goroutine. Stats counts executions, programs, transfers and their bytes, blocking
+// reads, and per device the busy time and the idle gaps between executions.
+// Config.ExecutionDelay makes executions slow on purpose, for tests.
+//
 // Concurrency: a Runtime and its Programs are safe for concurrent use. Close a Runtime once its
 // programs are done. The gradient registration is process-wide and happens once, in the first
 // Open or trace, before any graph of that runtime exists.

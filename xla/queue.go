@@ -126,10 +126,10 @@ func (q *queue) execute(e *Execution) {
 		close(e.done)
 		return
 	}
-	if !e.read && q.delay > 0 {
-		time.Sleep(q.delay) // a slow kernel on purpose (Config.ExecutionDelay)
-	}
 	e.start = time.Now()
+	if !e.read && q.delay > 0 {
+		time.Sleep(q.delay) // a slow kernel on purpose (Config.ExecutionDelay): busy time
+	}
 	if e.fn != nil {
 		e.err = Call(e.name, e.fn)
 		if e.err != nil {

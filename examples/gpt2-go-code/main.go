@@ -39,6 +39,7 @@ type options struct {
 	outputDir, tokenizerPath, device, goBackend, prompt, resume                       string
 	numDevices                                                                        int
 	seed                                                                              uint64
+	lockstep                                                                          bool
 }
 
 // defaultOptions returns the flags' defaults.
@@ -67,6 +68,7 @@ func register(fs *flag.FlagSet, o *options) {
 	fs.Uint64Var(&o.seed, "seed", 42, "seed of the weights and the data order")
 	fs.IntVar(&o.saveSteps, "save_steps", 0, "save a checkpoint every N steps (0: at the end only; SIGTERM/Ctrl-C always saves)")
 	fs.StringVar(&o.resume, "resume_from_checkpoint", "", `continue from a checkpoint directory, or "true" for the latest in -output_dir`)
+	fs.BoolVar(&o.lockstep, "lockstep", false, "turn the input/device pipeline off (trainer.Options.Lockstep), to see what it saves")
 }
 
 func main() {
@@ -142,7 +144,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	args.ResumeFromCheckpoint = o.resume
 	args.Seed = int(o.seed)
-	tr, err := trainer.New(args, model, data.SliceDataset(train), data.SliceDataset(eval), trainer.Options{Runtime: rt})
+	tr, err := trainer.New(args, model, data.SliceDataset(train), data.SliceDataset(eval), trainer.Options{Runtime: rt, Lockstep: o.lockstep})
 	if err != nil {
 		return err
 	}

@@ -41,26 +41,30 @@ type CheckpointRef struct {
 // log entries (every logging_steps updates), eta_seconds from the time per update since the
 // first one (which includes compilation and is left out).
 type Progress struct {
-	ID               string            `json:"id"`
-	State            State             `json:"state"`
-	Step             int               `json:"step"`
-	MaxSteps         int               `json:"max_steps"`
-	Epoch            *float64          `json:"epoch"`
-	Loss             *float64          `json:"loss"`
-	LearningRate     *float64          `json:"learning_rate"`
-	GradNorm         *float64          `json:"grad_norm"`
-	EvalLoss         *float64          `json:"eval_loss,omitempty"`
-	TrainLoss        *float64          `json:"train_loss,omitempty"`
-	TokensPerSecond  *float64          `json:"tokens_per_second"`
-	ETASeconds       *float64          `json:"eta_seconds"`
-	LatestCheckpoint *CheckpointRef    `json:"latest_checkpoint"`
-	Saves            int               `json:"saves"`
-	Error            string            `json:"error,omitempty"`
-	OutputDir        string            `json:"output_dir"`
-	CreatedAt        time.Time         `json:"created_at"`
-	StartedAt        *time.Time        `json:"started_at,omitempty"`
-	FinishedAt       *time.Time        `json:"finished_at,omitempty"`
-	URLs             map[string]string `json:"urls"`
+	ID              string   `json:"id"`
+	State           State    `json:"state"`
+	Step            int      `json:"step"`
+	MaxSteps        int      `json:"max_steps"`
+	Epoch           *float64 `json:"epoch"`
+	Loss            *float64 `json:"loss"`
+	LearningRate    *float64 `json:"learning_rate"`
+	GradNorm        *float64 `json:"grad_norm"`
+	EvalLoss        *float64 `json:"eval_loss,omitempty"`
+	TrainLoss       *float64 `json:"train_loss,omitempty"`
+	TokensPerSecond *float64 `json:"tokens_per_second"`
+	// HostSyncs and DeviceIdleFraction are the pipeline figures of the last log interval:
+	// blocking device→host reads and the devices' idle share between executions.
+	HostSyncs          *float64          `json:"host_syncs"`
+	DeviceIdleFraction *float64          `json:"device_idle_fraction"`
+	ETASeconds         *float64          `json:"eta_seconds"`
+	LatestCheckpoint   *CheckpointRef    `json:"latest_checkpoint"`
+	Saves              int               `json:"saves"`
+	Error              string            `json:"error,omitempty"`
+	OutputDir          string            `json:"output_dir"`
+	CreatedAt          time.Time         `json:"created_at"`
+	StartedAt          *time.Time        `json:"started_at,omitempty"`
+	FinishedAt         *time.Time        `json:"finished_at,omitempty"`
+	URLs               map[string]string `json:"urls"`
 }
 
 // Job is one training run. Its goroutine (Server.runJob) is the only writer of its progress;
@@ -211,6 +215,7 @@ func (c *progressCallback) OnLog(_ context.Context, e *trainer.Event) error {
 		for key, dst := range map[string]**float64{
 			"loss": &p.Loss, "learning_rate": &p.LearningRate, "grad_norm": &p.GradNorm,
 			"tokens_per_second": &p.TokensPerSecond, "eval_loss": &p.EvalLoss, "train_loss": &p.TrainLoss,
+			"host_syncs": &p.HostSyncs, "device_idle_fraction": &p.DeviceIdleFraction,
 		} {
 			if v, ok := e.Logs.Float(key); ok {
 				*dst = &v

@@ -52,7 +52,7 @@ func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 type jobCollector struct {
 	s                                   *Server
 	step, maxSteps, loss, lr, tps, info *prometheus.Desc
-	saves, byState                      *prometheus.Desc
+	saves, byState, syncs, idle         *prometheus.Desc
 }
 
 func newJobCollector(s *Server) *jobCollector {
@@ -65,13 +65,15 @@ func newJobCollector(s *Server) *jobCollector {
 		lr:       prometheus.NewDesc("gotpu_job_learning_rate", "Learning rate of the last log entry.", job, nil),
 		tps:      prometheus.NewDesc("gotpu_job_tokens_per_second", "Training throughput of the last log interval, all devices.", job, nil),
 		saves:    prometheus.NewDesc("gotpu_job_checkpoint_saves_total", "Checkpoints the job's trainer has saved.", job, nil),
+		syncs:    prometheus.NewDesc("gotpu_job_host_syncs", "Blocking device-to-host reads in the last log interval (logging, evaluation and save points).", job, nil),
+		idle:     prometheus.NewDesc("gotpu_job_device_idle_fraction", "Share of the last log interval the devices sat idle between executions.", job, nil),
 		info:     prometheus.NewDesc("gotpu_job_state", "1 for the job's current state.", []string{"job", "state"}, nil),
 		byState:  prometheus.NewDesc("gotpu_jobs", "Jobs by state.", []string{"state"}, nil),
 	}
 }
 
 func (c *jobCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.step, c.maxSteps, c.loss, c.lr, c.tps, c.saves, c.info, c.byState} {
+	for _, d := range []*prometheus.Desc{c.step, c.maxSteps, c.loss, c.lr, c.tps, c.syncs, c.idle, c.saves, c.info, c.byState} {
 		ch <- d
 	}
 }
@@ -93,7 +95,7 @@ func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, m := range []struct {
 			d *prometheus.Desc
 			v *float64
-		}{{c.loss, p.Loss}, {c.lr, p.LearningRate}, {c.tps, p.TokensPerSecond}} {
+		}{{c.loss, p.Loss}, {c.lr, p.LearningRate}, {c.tps, p.TokensPerSecond}, {c.syncs, p.HostSyncs}, {c.idle, p.DeviceIdleFraction}} {
 			if m.v != nil {
 				ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, *m.v, j.ID)
 			}

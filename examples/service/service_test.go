@@ -132,6 +132,12 @@ func TestServiceEndToEnd(t *testing.T) {
 	if tps := metricValue(t, metrics, `gotpu_job_tokens_per_second{job="`+created.ID+`"}`); tps <= 0 {
 		t.Fatalf("gotpu_job_tokens_per_second %v", tps)
 	}
+	if syncs := metricValue(t, metrics, `gotpu_job_host_syncs{job="`+created.ID+`"}`); syncs < 1 {
+		t.Fatalf("gotpu_job_host_syncs %v: a log interval has at least its own read", syncs)
+	}
+	if idle := metricValue(t, metrics, `gotpu_job_device_idle_fraction{job="`+created.ID+`"}`); idle < 0 || idle > 1 {
+		t.Fatalf("gotpu_job_device_idle_fraction %v", idle)
+	}
 	if n := metricValue(t, metrics, `gotpu_jobs{state="running"}`); n != 1 {
 		t.Fatalf("gotpu_jobs{state=running} = %v", n)
 	}

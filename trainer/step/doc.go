@@ -11,8 +11,16 @@
 // (ProgramReplicatedStep): it adds its gradients to the accumulators, one in-graph all-reduce
 // (sum over replica_groups {0..N-1}) combines gradients, loss sum and loss-term count, and every
 // replica divides by the number of loss terms of the whole global batch, clips by global norm and
-// applies AdamW or Adafactor to its copy of every parameter — torch_xla's xm.optimizer_step. Only
-// scalars come back to the host. Gradients are of the summed (not averaged) per-token loss, so N
+// applies AdamW or Adafactor to its copy of every parameter — torch_xla's xm.optimizer_step.
+//
+// Asynchronous: TransferBatch puts a batch on its devices (the trainer's loader calls it on its
+// own goroutines, ahead of the step); Dispatch queues a step on the runtime's executor and returns
+// before it runs, transferring and reading nothing; its loss sum, count, grad norm and applied
+// flag stay on the device until Collect (or ExportState, which reads them with the state) reads
+// every pending step in one blocking read. The per-step optimizer scalars come from a window
+// table uploaded at each read and indexed on the device by its own counters (window.go), bitwise
+// the values torch computes per step on the host. Step is the synchronous form (transfer,
+// dispatch, read) for tests and benchmarks. Gradients are of the summed (not averaged) per-token loss, so N
 // replicas × batch b, 1 replica × batch N·b and accumulation all compute the same update: the loss
 // of a step is the mean over all its non-ignored tokens (Hugging Face's num_items_in_batch /
 // average_tokens_across_devices).
@@ -34,5 +42,8 @@
 //
 // Errors: a step for more replicas than the runtime has devices fails naming
 // Config.NumReplicas (the Stepper can still trace its programs); GoMLX panics are returned as
-// errors (xla.Recover). Concurrency: a Stepper is not safe for concurrent use; the trainer owns it.
+// errors (xla.Recover). A step that fails on the device is reported by the next read, naming it
+// ("train step 17: ..."); steps queued after it are not run. Concurrency: a Stepper is not safe
+// for concurrent use — the trainer owns it — except TransferBatch, which any goroutine may call
+// while steps run; its programs run on the runtime's executor goroutine.
 package step
