@@ -150,7 +150,7 @@ func (s *Stepper) Dispatch(ctx context.Context, micro []*DeviceBatch) (p *Pendin
 // step wrote.
 func (s *Stepper) execute(p *Pending, micro []*DeviceBatch, poison bool) error {
 	n := s.cfg.NumReplicas
-	var acc [][]*tensors.Tensor // per replica: loss sum, term count and gradient sums so far
+	var acc [][]*tensors.Tensor // per replica: loss sum (hi, lo), term count and gradient sums so far
 	defer func() {
 		for _, db := range micro {
 			db.Release()
@@ -227,7 +227,7 @@ func (s *Stepper) poisoned(acc [][]*tensors.Tensor) [][]*tensors.Tensor {
 	if acc == nil {
 		acc = make([][]*tensors.Tensor, s.cfg.NumReplicas)
 		for r := range acc {
-			acc[r] = append(acc[r], tensors.FromScalar(float32(0)), tensors.FromScalar(float32(0)))
+			acc[r] = append(acc[r], tensors.FromScalar(float32(0)), tensors.FromScalar(float32(0)), tensors.FromScalar(float32(0)))
 			for _, p := range s.params {
 				acc[r] = append(acc[r], tensors.FromShape(shapes.Make(dtypes.Float32, p.Shape...)))
 			}
@@ -238,8 +238,8 @@ func (s *Stepper) poisoned(acc [][]*tensors.Tensor) [][]*tensors.Tensor {
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
-	acc[0][2].FinalizeAll()
-	acc[0][2] = tensors.FromFlatDataAndDimensions(nan, p.Shape...)
+	acc[0][carryScalars].FinalizeAll()
+	acc[0][carryScalars] = tensors.FromFlatDataAndDimensions(nan, p.Shape...)
 	return acc
 }
 

@@ -18,27 +18,49 @@ func batchArity(total, extra int) (batch int, hasExtra bool) {
 }
 
 // gradGraph: inputs are the batch and, after the first micro-batch, the replica's accumulators
-// (loss sum, loss-term count, gradient sums); outputs are the accumulators plus this
-// micro-batch's loss sum, its number of loss terms and the gradients of its loss sum. The
-// parameters are read, never written. The loss sum accumulates in float32 on the device (it was
-// a float64 host sum when it was read after every micro-batch): only the logged loss can differ,
-// by float32 rounding, and only with 3 or more micro-batches; gradients and counts are as before.
+// (loss sum as a float32 pair hi+lo, loss-term count, gradient sums); outputs are the
+// accumulators plus this micro-batch's loss sum, its number of loss terms and the gradients of
+// its loss sum. The parameters are read, never written.
+//
+// The loss sum of the micro-batches so far was a float64 sum on the host when the host read it
+// after each micro-batch; on the device it is kept exact as an unevaluated pair of float32 (hi,
+// lo; exactSum), so the train program's float32 hi+lo is the float64 sum rounded once, as before.
 func (s *Stepper) gradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	p := len(s.params)
-	nb, hasAcc := batchArity(len(nodes), p+2)
+	nb, hasAcc := batchArity(len(nodes), p+carryScalars)
 	b, _ := splitBatch(nodes[:nb], nb == 4)
 	sum, terms, grads := s.replicaGradients(c, b)
+	hi, lo := sum, ZerosLike(sum)
 	if hasAcc {
-		sum, terms = Add(nodes[nb], sum), Add(nodes[nb+1], terms)
+		hi, lo = exactSum(nodes[nb], nodes[nb+1], sum)
+		terms = Add(nodes[nb+2], terms)
 	}
-	out := []*Node{sum, terms}
+	out := []*Node{hi, lo, terms}
 	for i, gr := range grads {
 		if hasAcc {
-			gr = Add(nodes[nb+2+i], gr)
+			gr = Add(nodes[nb+carryScalars+i], gr)
 		}
 		out = append(out, gr)
 	}
 	return out
+}
+
+// carryScalars are the scalar accumulators carried between micro-batches: loss sum hi, lo, count.
+const carryScalars = 3
+
+// exactSum adds x to the float32 pair (hi, lo) without rounding error (Knuth's TwoSum, then the
+// pair renormalized so |lo| ≤ ulp(hi)/2): hi+lo stays the exact sum as long as the terms are
+// within 2^24 of each other in magnitude — loss sums of micro-batches always are — and the float32
+// rounding of hi+lo is then the float64 sum rounded once. XLA does not reassociate floating-point
+// arithmetic (no fast-math), so the error terms survive compilation.
+func exactSum(hi, lo, x *Node) (*Node, *Node) {
+	twoSum := func(a, b *Node) (*Node, *Node) {
+		s := Add(a, b)
+		bb := Sub(s, a)
+		return s, Add(Sub(a, Sub(s, bb)), Sub(b, bb))
+	}
+	s, e := twoSum(hi, x)
+	return twoSum(s, Add(lo, e))
 }
 
 // replicaGradients builds one replica's training forward and backward pass: the sum of its loss

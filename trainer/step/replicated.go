@@ -102,7 +102,7 @@ func (s *Stepper) batchShapes(b BatchShape) []shapes.Shape {
 // trainGraph is the train step, ProgramReplicatedStep. Inputs: the replica's batch, then the
 // window table of per-step scalars [W·W, 5] and the counter int32[3] {j, k, consecutive skips}
 // (window.go), then — for the last micro-batch of an accumulating step — the replica's loss sum
-// and loss-term count so far and its gradient accumulators. Outputs, after the updated variables:
+// (a float32 pair, gradGraph) and loss-term count so far and its gradient accumulators. Outputs, after the updated variables:
 // the global loss sum, the global number of loss terms, the pre-clip global gradient norm, 1 if
 // the update was applied, and the next counter. Every output is the same on all replicas. On
 // one replica there is nothing to all-reduce.
@@ -111,16 +111,16 @@ func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	nb := len(nodes) - 2
 	var carry []*Node
 	if nb > 4 {
-		nb -= 2 + p
+		nb -= carryScalars + p
 		carry = nodes[nb+2:]
 	}
 	b, _ := splitBatch(nodes[:nb], nb == 4)
 	table, ctr := nodes[nb], nodes[nb+1]
 	sum, terms, grads := s.replicaGradients(c, b)
 	if carry != nil {
-		sum, terms = Add(carry[0], sum), Add(carry[1], terms)
+		sum, terms = Add(Add(carry[0], carry[1]), sum), Add(carry[2], terms)
 		for i := range grads {
-			grads[i] = Add(carry[2+i], grads[i])
+			grads[i] = Add(carry[carryScalars+i], grads[i])
 		}
 	}
 	// One all-reduce for every replica-local quantity the update needs: the gradient sums and
