@@ -16,7 +16,7 @@ help:
 	@echo "  make test-race  go test -race ./..."
 	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
-	@echo "  make lint       gofmt and go vet only"
+	@echo "  make lint       gofmt, go vet and staticcheck (pinned in go.mod, config in staticcheck.conf)"
 	@echo "  make build      go build ./... with and without the noxla tag"
 	@echo "  make golden     rewrite testdata/golden (StableHLO of the 8-replica GPT-2 train step) after an intended change"
 
@@ -34,6 +34,8 @@ lint:
 	$(GO) vet -tags noxla $(PKGS)
 	# The HF Rust tokenizer adapter needs a Rust static library that is not built here: type-check it.
 	$(GO) vet -tags hftokenizers ./data/...
+	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool staticcheck -tags noxla $(PKGS)
 
 .PHONY: test
 test: lint build

@@ -5,6 +5,7 @@ package xla
 import (
 	"fmt"
 
+	"github.com/gomlx/gomlx/backends"
 	gomlxxla "github.com/gomlx/gomlx/backends/xla"
 )
 
@@ -38,6 +39,24 @@ func (r *Runtime) openPJRT(p Plugin) (err error) {
 	if err := r.selectPJRTDevices(p.Kind); err != nil {
 		b.Finalize()
 		return err
+	}
+	return nil
+}
+
+// selectPJRTDevices records the first cfg.NumDevices (or all) of the plugin's devices.
+func (r *Runtime) selectPJRTDevices(kind string) error {
+	avail := r.backend.NumDevices()
+	n := r.cfg.NumDevices
+	if n == 0 {
+		n = avail
+	}
+	if n > avail {
+		return fmt.Errorf("xla.Open: xla.Config.NumDevices is %d but the %s plugin (%s) exposes %d devices",
+			n, kind, r.pluginPath(), avail)
+	}
+	r.devices = make([]Device, n)
+	for i := range n {
+		r.devices[i] = Device{Index: i, Kind: kind, Description: r.backend.DeviceDescription(backends.DeviceNum(i))}
 	}
 	return nil
 }

@@ -159,24 +159,6 @@ func (r *Runtime) openGo() error {
 	return nil
 }
 
-// selectPJRTDevices records the first cfg.NumDevices (or all) of the plugin's devices.
-func (r *Runtime) selectPJRTDevices(kind string) error {
-	avail := r.backend.NumDevices()
-	n := r.cfg.NumDevices
-	if n == 0 {
-		n = avail
-	}
-	if n > avail {
-		return fmt.Errorf("xla.Open: xla.Config.NumDevices is %d but the %s plugin (%s) exposes %d devices",
-			n, kind, r.pluginPath(), avail)
-	}
-	r.devices = make([]Device, n)
-	for i := range n {
-		r.devices[i] = Device{Index: i, Kind: kind, Description: r.backend.DeviceDescription(backends.DeviceNum(i))}
-	}
-	return nil
-}
-
 // Backend returns the GoMLX backend. It belongs to the runtime: do not Finalize it.
 func (r *Runtime) Backend() backends.Backend { return r.backend }
 

@@ -17,9 +17,6 @@ func isAlphabetic(r rune) bool {
 	return unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r)
 }
 
-// isAlphanumeric is Rust's char::is_alphanumeric.
-func isAlphanumeric(r rune) bool { return isAlphabetic(r) || isNumeric(r) }
-
 // isWordChar is `\w` of the Rust regex crate (used by the Whitespace
 // pre-tokenizer and the single_word rule of added tokens).
 func isWordChar(r rune) bool {

@@ -128,7 +128,7 @@ func (u *unigram) tokenize(s string, dst []token) ([]token, error) {
 			}
 		}
 		if u.unkID < 0 {
-			return nil, fmt.Errorf("Unigram: %w", errMissingUnk)
+			return nil, fmt.Errorf("unigram: %w", errMissingUnk)
 		}
 		// The unknown token keeps the text it stands for as its string.
 		out = append(out, token{id: uint32(u.unkID), value: str, start: start, end: end})
@@ -166,7 +166,7 @@ func (u *unigram) segment(s string) ([]uint32, error) {
 		})
 		if !single {
 			if u.unkID < 0 {
-				return nil, fmt.Errorf("Unigram: %w", errMissingUnk)
+				return nil, fmt.Errorf("unigram: %w", errMissingUnk)
 			}
 			t := &best[start+mblen]
 			cand := unkScore + here

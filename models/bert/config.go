@@ -2,7 +2,6 @@ package bert
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/gotpu/gotpu/models/internal/core"
@@ -296,16 +295,4 @@ func (c *Config) JSON() ([]byte, error) {
 	return c.RawOrEmpty().Marshal(fields)
 }
 
-// labelsInOrder lists label names by id.
-func (c *Config) labelsInOrder() []string {
-	ids := make([]int, 0, len(c.ID2Label))
-	for i := range c.ID2Label {
-		ids = append(ids, i)
-	}
-	sort.Ints(ids)
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = c.ID2Label[id]
-	}
-	return out
-}
+

@@ -12,8 +12,6 @@ import (
 	"github.com/gotpu/gotpu/xla"
 )
 
-func openGo(t testing.TB) *xla.Runtime { return openGoBackend(t, xla.GoBackendSimpleGo) }
-
 // goBackends are the pure-Go backends the fixture parity tests run on, with the same tolerances.
 var goBackends = []string{xla.GoBackendSimpleGo, xla.GoBackendGotpu}
 

@@ -83,18 +83,15 @@ func (s *Stepper) exportState() (State, error) {
 			owned[ov] = true
 		}
 	}
-	var err error
-	c.EnumerateVariables(func(v *mlctx.Variable) {
-		if owned[v] || err != nil {
-			return
+	for v := range c.IterVariables() {
+		if owned[v] {
+			continue
 		}
-		var h HostTensor
-		if h, err = hostCopy(v.ScopeAndName(), v); err == nil {
-			st.Other = append(st.Other, h)
+		h, err := hostCopy(v.ScopeAndName(), v)
+		if err != nil {
+			return State{}, err
 		}
-	})
-	if err != nil {
-		return State{}, err
+		st.Other = append(st.Other, h)
 	}
 	slices.SortFunc(st.Other, func(a, b HostTensor) int { return strings.Compare(a.Name, b.Name) })
 	return st, nil

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
@@ -390,7 +389,7 @@ func replicaEquivalence(t *testing.T, backend string) {
 func identicalShards(t *testing.T, m models.Model, n int) {
 	t.Helper()
 	checked := 0
-	m.Context().EnumerateVariables(func(v *mlctx.Variable) {
+	for v := range m.Context().IterVariables() {
 		dv, err := v.DistributedValue()
 		if err != nil {
 			t.Fatalf("%s: %v", v.ScopeAndName(), err)
@@ -413,7 +412,7 @@ func identicalShards(t *testing.T, m models.Model, n int) {
 			}
 		}
 		checked++
-	})
+	}
 	if checked == 0 {
 		t.Fatal("no variables")
 	}

@@ -205,7 +205,7 @@ func TestNativeTransposeMatchesSimpleGo(t *testing.T) {
 	} {
 		x := randomTensor(rng, dtypes.Float32, c.dims...)
 		fn := func(xs []*graph.Node) []*graph.Node {
-			return []*graph.Node{graph.TransposeAllDims(xs[0], c.perm...)}
+			return []*graph.Node{graph.TransposeAllAxes(xs[0], c.perm...)}
 		}
 		assertClose(t, fmt.Sprintf("%v perm %v", c.dims, c.perm), run(t, gb, fn, x)[0], run(t, sg, fn, x)[0], 0)
 	}
