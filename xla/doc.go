@@ -54,7 +54,8 @@
 // execute waits for completion, so on PJRT the executor is what frees the caller; gotpu's CPU
 // backend runs through the same queue, so the trainer takes one code path everywhere. Read (and
 // Sync) are the only blocking device→host reads: they run after everything dispatched before and
-// report the first failed execution since the last read. Transfer puts host tensors on a device
+// report the first failed execution since the last read — of their Stream: failures are per
+// stream (Runtime.NewStream), so two training runs sharing a runtime never see each other's. Transfer puts host tensors on a device
 // from any goroutine. Stats counts executions, programs, transfers and their bytes, blocking
 // reads, and per device the busy time and the idle gaps between executions.
 // Config.ExecutionDelay makes executions slow on purpose, for tests.

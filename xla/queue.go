@@ -29,6 +29,7 @@ type Execution struct {
 	fn      func() error
 	read    bool // a host read: waited for by the host, not counted as a program execution
 
+	stream     *Stream
 	done       chan struct{}
 	err        error
 	start, end time.Time
@@ -73,9 +74,9 @@ type QueueStats struct {
 }
 
 // queue is a Runtime's executor: one goroutine, started by Open and stopped by Close, running
-// jobs in order. Errors are sticky until reported: after a job fails, later jobs that execute
-// programs are not run (their inputs may be the failed job's outputs) and fail naming it; the
-// next Read or Sync returns the first failure and clears it.
+// jobs in order. Errors are sticky per Stream until reported: after a job fails, the stream's
+// later jobs that execute programs are not run (their inputs may be the failed job's outputs)
+// and fail naming it; the stream's next Read or Sync returns the first failure and clears it.
 type queue struct {
 	delay time.Duration // Config.ExecutionDelay
 
@@ -86,7 +87,6 @@ type queue struct {
 
 	mu      sync.Mutex
 	closed  bool
-	failure error // first failure not yet reported to a reader
 	stats   QueueStats
 	lastEnd []time.Time
 
@@ -119,7 +119,7 @@ func (q *queue) run() {
 
 func (q *queue) execute(e *Execution) {
 	q.mu.Lock()
-	failed := q.failure
+	failed := e.stream.failure
 	q.mu.Unlock()
 	if failed != nil && !e.read {
 		e.err = fmt.Errorf("%s: not run: %w", e.name, failed)
@@ -147,8 +147,8 @@ func (q *queue) execute(e *Execution) {
 			q.stats.DeviceBusy[d] += e.end.Sub(e.start)
 			q.lastEnd[d] = e.end
 		}
-		if e.err != nil && q.failure == nil {
-			q.failure = e.err
+		if e.err != nil && e.stream.failure == nil {
+			e.stream.failure = e.err
 		}
 	}
 	q.mu.Unlock()
@@ -204,11 +204,40 @@ func (q *queue) close() {
 	}
 }
 
+// Stream is an ordered sequence of executions and reads whose errors are its own: a failed
+// execution stops the stream's later executions and is reported by the stream's next Read or
+// Sync, never by another stream's. All streams of a runtime share its one executor, so their
+// executions still run one at a time in dispatch order. A training run uses its own stream, so
+// two runs on one runtime (the service's jobs) never see each other's failures. A Stream is
+// safe for concurrent use; its failure state is guarded by the queue's lock.
+type Stream struct {
+	rt      *Runtime
+	failure error // first failure not yet reported to a reader (guarded by rt.queue.mu)
+}
+
+// NewStream returns a new stream on the runtime.
+func (r *Runtime) NewStream() *Stream { return &Stream{rt: r} }
+
+// Dispatch queues fn on the runtime's default stream (Stream.Dispatch).
+func (r *Runtime) Dispatch(ctx context.Context, name string, devices []int, fn func() error) (*Execution, error) {
+	return r.stream.Dispatch(ctx, name, devices, fn)
+}
+
+// Read runs fn after everything dispatched before it, on the runtime's default stream
+// (Stream.Read).
+func (r *Runtime) Read(ctx context.Context, name string, fn func() error) error {
+	return r.stream.Read(ctx, name, fn)
+}
+
+// Sync waits for everything dispatched so far, on the runtime's default stream (Stream.Sync).
+func (r *Runtime) Sync(ctx context.Context) error { return r.stream.Sync(ctx) }
+
 // Dispatch queues fn as an execution on devices (nil: every device of the runtime) and returns
 // at once; fn runs on the runtime's executor goroutine after everything dispatched before it. It
 // blocks only while QueueDepth executions are already waiting (or until ctx ends). fn's panics
 // are recovered into the execution's error.
-func (r *Runtime) Dispatch(ctx context.Context, name string, devices []int, fn func() error) (*Execution, error) {
+func (s *Stream) Dispatch(ctx context.Context, name string, devices []int, fn func() error) (*Execution, error) {
+	r := s.rt
 	if devices == nil {
 		devices = make([]int, r.NumDevices())
 		for i := range devices {
@@ -220,7 +249,7 @@ func (r *Runtime) Dispatch(ctx context.Context, name string, devices []int, fn f
 			return nil, fmt.Errorf("xla.Runtime.Dispatch %s: device %d of %d", name, d, r.NumDevices())
 		}
 	}
-	e := &Execution{name: name, devices: devices, fn: fn, done: make(chan struct{})}
+	e := &Execution{name: name, devices: devices, fn: fn, stream: s, done: make(chan struct{})}
 	if err := r.queue.enqueue(ctx, e); err != nil {
 		return nil, fmt.Errorf("xla.Runtime.Dispatch %s: %w", name, err)
 	}
@@ -229,14 +258,15 @@ func (r *Runtime) Dispatch(ctx context.Context, name string, devices []int, fn f
 
 // Read blocks until everything dispatched before it has run, then runs fn (which copies device
 // values to the host) on the executor, in order with the executions, and returns its error — or
-// the first failure of an execution since the last Read or Sync, naming it. It counts as one
-// blocking read however much fn copies.
-func (r *Runtime) Read(ctx context.Context, name string, fn func() error) error {
-	e := &Execution{name: name, fn: fn, read: true, done: make(chan struct{})}
-	r.queue.mu.Lock()
-	r.queue.stats.BlockingReads++
-	r.queue.mu.Unlock()
-	if err := r.queue.enqueue(ctx, e); err != nil {
+// the first failure of one of the stream's executions since its last Read or Sync, naming it.
+// It counts as one blocking read however much fn copies.
+func (s *Stream) Read(ctx context.Context, name string, fn func() error) error {
+	q := s.rt.queue
+	e := &Execution{name: name, fn: fn, read: true, stream: s, done: make(chan struct{})}
+	q.mu.Lock()
+	q.stats.BlockingReads++
+	q.mu.Unlock()
+	if err := q.enqueue(ctx, e); err != nil {
 		return fmt.Errorf("xla.Runtime.Read %s: %w", name, err)
 	}
 	select {
@@ -244,10 +274,10 @@ func (r *Runtime) Read(ctx context.Context, name string, fn func() error) error 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	r.queue.mu.Lock()
-	failure := r.queue.failure
-	r.queue.failure = nil
-	r.queue.mu.Unlock()
+	q.mu.Lock()
+	failure := s.failure
+	s.failure = nil
+	q.mu.Unlock()
 	if failure != nil {
 		return failure
 	}
@@ -255,7 +285,7 @@ func (r *Runtime) Read(ctx context.Context, name string, fn func() error) error 
 }
 
 // Sync blocks until everything dispatched so far has run: a Read that copies nothing.
-func (r *Runtime) Sync(ctx context.Context) error { return r.Read(ctx, "sync", nil) }
+func (s *Stream) Sync(ctx context.Context) error { return s.Read(ctx, "sync", nil) }
 
 // Transfer copies host tensors to device d, so that programs dispatched later find them there
 // (torch_xla's MpDeviceLoader puts batches on the device the same way). It may be called from

@@ -207,3 +207,25 @@ func TestTransferCounts(t *testing.T) {
 		t.Errorf("Transfer to device 2 of 2: %v", err)
 	}
 }
+
+// TestStreamsKeepTheirFailures: a failure on one stream stops that stream's later executions and
+// is reported by its next read only; another stream on the same runtime (another training job)
+// runs on and reads no error.
+func TestStreamsKeepTheirFailures(t *testing.T) {
+	rt := openQueueRT(t, 1, 0)
+	ctx := context.Background()
+	a, b := rt.NewStream(), rt.NewStream()
+	if _, err := a.Dispatch(ctx, "job a step 3", nil, func() error { return errors.New("boom") }); err != nil {
+		t.Fatal(err)
+	}
+	var bRan atomic.Bool
+	if _, err := b.Dispatch(ctx, "job b step 1", nil, func() error { bRan.Store(true); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil || !bRan.Load() {
+		t.Fatalf("stream b: ran %v, read %v: another stream's failure leaked", bRan.Load(), err)
+	}
+	if err := a.Sync(ctx); err == nil || !strings.Contains(err.Error(), "job a step 3") {
+		t.Fatalf("stream a: %v, want its failure", err)
+	}
+}

@@ -32,8 +32,10 @@ type Runtime struct {
 	devices []Device
 	// goBackend is the pure-Go backend in use (GoBackendGotpu or GoBackendSimpleGo); "" on a plugin.
 	goBackend string
-	// queue runs dispatched executions in order on the runtime's executor goroutine (queue.go).
-	queue *queue
+	// queue runs dispatched executions in order on the runtime's executor goroutine (queue.go);
+	// stream is the default stream of Runtime.Dispatch and Read.
+	queue  *queue
+	stream *Stream
 
 	closeOnce sync.Once
 }
@@ -77,6 +79,7 @@ func openWith(ctx context.Context, cfg Config, env searchEnv) (rt *Runtime, err 
 		stockBackends.Store(rt.backend, struct{}{})
 	}
 	rt.queue = newQueue(len(rt.devices), cfg.ExecutionDelay)
+	rt.stream = rt.NewStream()
 	if err := ctx.Err(); err != nil {
 		_ = rt.Close()
 		return nil, fmt.Errorf("xla.Open: %w", err)

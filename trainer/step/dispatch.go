@@ -130,7 +130,7 @@ func (s *Stepper) Dispatch(ctx context.Context, micro []*DeviceBatch) (p *Pendin
 	p = &Pending{GlobalStep: s.win.g0 + s.win.j + 1}
 	poison := s.poison
 	s.poison = false
-	e, err := s.rt.Dispatch(ctx, fmt.Sprintf("train step %d", p.GlobalStep), nil, func() error {
+	e, err := s.stream.Dispatch(ctx, fmt.Sprintf("train step %d", p.GlobalStep), nil, func() error {
 		return s.execute(p, micro, poison)
 	})
 	if err != nil {
@@ -261,7 +261,7 @@ func (s *Stepper) Collect(ctx context.Context) (res []Result, err error) {
 func (s *Stepper) read(ctx context.Context, why string, extra func() error) error {
 	pend := s.pending
 	vals := make([][4]float64, len(pend))
-	err := s.rt.Read(ctx, why, func() error {
+	err := s.stream.Read(ctx, why, func() error {
 		for i, p := range pend {
 			if p.out == nil {
 				continue // its execution failed: Read reports that failure

@@ -57,7 +57,7 @@ func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPendi
 		return nil, fmt.Errorf("evaluation: %w", err)
 	}
 	p = &EvalPending{}
-	p.exec, err = s.rt.Dispatch(ctx, "evaluation", []int{0}, func() error {
+	p.exec, err = s.stream.Dispatch(ctx, "evaluation", []int{0}, func() error {
 		defer func() {
 			for _, t := range in {
 				t.FinalizeAll()
@@ -85,7 +85,7 @@ func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPendi
 func (s *Stepper) ReadEval(ctx context.Context, ps []*EvalPending, logits bool) (res []EvalResult, err error) {
 	defer xla.Recover(&err, "step.ReadEval")
 	res = make([]EvalResult, len(ps))
-	err = s.rt.Read(ctx, "evaluation results", func() error {
+	err = s.stream.Read(ctx, "evaluation results", func() error {
 		for i, p := range ps {
 			if p.out == nil {
 				continue // its execution failed: Read reports it

@@ -48,6 +48,9 @@ type Stepper struct {
 	params []models.Param
 	causal bool
 
+	// stream orders this stepper's executions and reads on the runtime's executor and keeps its
+	// failures its own (another stepper on the same runtime never sees them).
+	stream *xla.Stream
 	// grad runs the accumulation micro-batches of a step (all but the last), train the last one
 	// with the all-reduce and the update (ProgramReplicatedStep, or its variant carrying the
 	// accumulators), eval the evaluation forward pass. grad and train are SPMD programs over
@@ -93,7 +96,7 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 		return nil, fmt.Errorf("step.Config.MaxConsecutiveNonfinite: %d is negative", cfg.MaxConsecutiveNonfinite)
 	}
 	_, causal := m.(models.CausalLM)
-	s = &Stepper{rt: rt, model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{}}
+	s = &Stepper{rt: rt, stream: rt.NewStream(), model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{}}
 	for _, p := range s.params {
 		if s.variable(m.Context(), p) == nil {
 			return nil, fmt.Errorf("step.New: parameter %s has no variable in the model's context", p.Name)
