@@ -1,0 +1,53 @@
+package qwen3
+
+import (
+	"math"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+
+	"github.com/gotpu/gotpu/models/internal/core"
+)
+
+// InvFreq returns the rotary inverse frequencies (head_dim/2 of them) as transformers'
+// ROPE_INIT_FUNCTIONS compute them for the config's rope type: 1 / theta^(2i/head_dim), divided
+// by the factor for linear scaling (in float64 here, rounded once to float32 in the graph).
+func InvFreq(cfg *Config) []float64 {
+	d := cfg.HeadDim
+	inv := make([]float64, d/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(cfg.Rope.Theta, float64(2*i)/float64(d))
+		if cfg.Rope.Type == "linear" {
+			inv[i] /= cfg.Rope.Factor
+		}
+	}
+	return inv
+}
+
+// rotary returns cos and sin [1, T, 1, head_dim] for positions offset..offset+T-1: angles in
+// float32 as HF computes them (position * inv_freq, duplicated), cast to dt.
+func rotary(g *Graph, cfg *Config, T int, offset *Node, dt dtypes.DType) (cos, sin *Node) {
+	inv := InvFreq(cfg)
+	inv32 := make([]float32, len(inv))
+	for i, v := range inv {
+		inv32[i] = float32(v)
+	}
+	pos := Iota(g, shapes.Make(dtypes.Int32, T, 1), 0)
+	if offset != nil {
+		pos = Add(pos, ConvertDType(offset, dtypes.Int32))
+	}
+	freqs := Mul(ConvertDType(pos, dtypes.Float32), Reshape(Const(g, inv32), 1, len(inv32))) // [T, d/2]
+	emb := Concatenate([]*Node{freqs, freqs}, -1)
+	d := cfg.HeadDim
+	cos = ConvertDType(Reshape(Cos(emb), 1, T, 1, d), dt)
+	sin = ConvertDType(Reshape(Sin(emb), 1, T, 1, d), dt)
+	return cos, sin
+}
+
+// applyRotary is x*cos + rotate_half(x)*sin with HF's rotate_half: cat(-x[d/2:], x[:d/2]).
+func applyRotary(x, cos, sin *Node) *Node {
+	halves := core.SplitLast(x, 2)
+	rot := Concatenate([]*Node{Neg(halves[1]), halves[0]}, -1)
+	return Add(Mul(x, cos), Mul(rot, sin))
+}
