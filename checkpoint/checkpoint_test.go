@@ -308,3 +308,18 @@ func TestWriterBytesAtSaveTime(t *testing.T) {
 		t.Fatalf("wrote %v", b)
 	}
 }
+
+// TestParseDirName accepts exactly the names DirName writes.
+func TestParseDirName(t *testing.T) {
+	for _, n := range []int{0, 7, 1234567} {
+		if got, ok := ParseDirName(DirName(n)); !ok || got != n {
+			t.Errorf("ParseDirName(%q) = %d, %v", DirName(n), got, ok)
+		}
+	}
+	for _, name := range []string{"checkpoint-", "checkpoint-02", "checkpoint--1", "checkpoint-+1", "checkpoint-1.tmp-ab",
+		"x/checkpoint-1", "checkpoint-1/", "checkpoint-99999999999999999999999", "best"} {
+		if n, ok := ParseDirName(name); ok {
+			t.Errorf("ParseDirName(%q) = %d, accepted", name, n)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // File is one file of a snapshot, staged in host memory: Data, or WriteTo, which must write only
@@ -44,7 +46,7 @@ func Commit(outputDir string, snap Snapshot) (dir string, err error) {
 	if err := validateSnapshot(snap); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(outputDir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(outputDir); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	id, err := randomID()
@@ -53,7 +55,7 @@ func Commit(outputDir string, snap Snapshot) (dir string, err error) {
 	}
 	final := filepath.Join(outputDir, DirName(snap.Step))
 	tmp := final + ".tmp-" + id
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	if err := atomicfile.Mkdir(tmp); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	defer func() {
@@ -117,7 +119,10 @@ func install(tmp, final, id string) error {
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		if old != "" {
-			_ = os.Rename(old, final) // best effort: the old checkpoint stays the committed one
+			// Best effort: the old checkpoint stays the committed one.
+			if os.Rename(old, final) == nil {
+				_ = syncDir(parent)
+			}
 		}
 		return fmt.Errorf("checkpoint: committing %s: %w", final, err)
 	}
@@ -134,7 +139,7 @@ func install(tmp, final, id string) error {
 
 // writeFile creates path, writes f through a SHA-256, fsyncs and closes it.
 func writeFile(path string, f File) (e FileEntry, err error) {
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := atomicfile.Create(path)
 	if err != nil {
 		return FileEntry{}, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -217,16 +222,8 @@ func (c *hashWriter) sum() []byte {
 
 // syncDir fsyncs a directory so the entries created or renamed in it are durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("checkpoint: fsync directory %s: %w", dir, err)
 	}
 	return nil
 }

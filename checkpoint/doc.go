@@ -24,6 +24,16 @@
 // committed tmp directory rolls forward if checkpoint-N is missing, an old one is restored if
 // checkpoint-N is missing, everything else is removed.
 //
+// # File modes
+//
+// Checkpoints follow gotpu's one file policy (internal/atomicfile), the same as final model
+// directories (models.Model.Save) and trainer_state.json: files are created with mode 0666 and
+// directories with 0777, less the process's umask, and never chmod-ed afterwards — umask 022 gives
+// 0644 files in 0755 directories, umask 077 gives 0600 in 0700, for a checkpoint and the model
+// saved from it alike. The umask is the one setting (as for Python's open(), which HF's
+// save_pretrained uses); there is no mode option. Every rename into place is preceded by an fsync
+// of what is renamed and followed by an fsync of the directory it lands in.
+//
 // # Hosts
 //
 // NewWriter elects the writer of a directory on its host: only local rank 0 may ask

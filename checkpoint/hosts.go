@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // Hosts places a Writer in a job of several hosts (a TPU pod slice). Every host's writer
@@ -175,7 +177,7 @@ func WritePart(outputDir string, hosts Hosts, snap Snapshot) error {
 		return err
 	}
 	stage := stagingDir(outputDir, snap.Step, hosts.RunID)
-	if err := os.MkdirAll(stage, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(stage); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	p := Part{Format: PartFormat, Version: Version, Step: snap.Step, Host: hosts.Host, Files: []FileEntry{}}
@@ -208,7 +210,7 @@ func commitPrimary(ctx context.Context, outputDir string, hosts Hosts, snap Snap
 		return "", err
 	}
 	stage := stagingDir(outputDir, snap.Step, hosts.RunID)
-	if err := os.MkdirAll(stage, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(stage); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	defer func() {

@@ -17,6 +17,21 @@ var (
 	leftoverName  = regexp.MustCompile(`^checkpoint-([0-9]+)\.(tmp|old|del)-([0-9a-f]+)$`)
 )
 
+// ParseDirName returns the step of a checkpoint directory's name: "checkpoint-<N>" exactly as
+// DirName writes it (decimal, no sign, no leading zero). ok is false for any other name,
+// including a path.
+func ParseDirName(name string) (step int, ok bool) {
+	m := committedName.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || DirName(n) != name {
+		return 0, false
+	}
+	return n, true
+}
+
 // Entry is a committed checkpoint found by List.
 type Entry struct {
 	Dir  string

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // WriterConfig configures a Writer.
@@ -106,7 +108,7 @@ func NewWriter(cfg WriterConfig) (_ *Writer, err error) {
 		w.log = slog.Default()
 	}
 	if !cfg.NoElection {
-		if err := os.MkdirAll(cfg.OutputDir, 0o755); err != nil {
+		if err := atomicfile.MkdirAll(cfg.OutputDir); err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
 		path, err := cfg.lockPath()

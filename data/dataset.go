@@ -46,37 +46,69 @@ type LineIndex struct {
 const maxLine = 256 << 20
 
 // IndexLines scans path once and indexes its non-blank lines.
-func IndexLines(path string) (*LineIndex, error) {
+func IndexLines(path string) (*LineIndex, error) { return indexLines(path, 0) }
+
+// indexLines is IndexLines with, when maxSeq > 0, every line's sequence columns counted as they
+// stream past (seqCounter): a line is never held whole here, however long.
+func indexLines(path string, maxSeq int) (*LineIndex, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("data: %w", err)
 	}
 	idx := &LineIndex{path: path, f: f}
 	r := bufio.NewReaderSize(f, 1<<20)
+	var counter *seqCounter
+	if maxSeq > 0 {
+		counter = newSeqCounter(maxSeq)
+	}
+	fail := func(lineNo int, err error) (*LineIndex, error) {
+		f.Close()
+		return nil, fmt.Errorf("data: %s:%d: %w", path, lineNo, err)
+	}
 	var off int64
 	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) { // long line: keep reading without keeping it
-			if int64(len(line)) > maxLine {
-				f.Close()
-				return nil, fmt.Errorf("data: %s:%d: line longer than %d bytes", path, lineNo, maxLine)
-			}
-			var more []byte
-			more, err = r.ReadSlice('\n')
-			line = append(append([]byte(nil), line...), more...)
+		if counter != nil {
+			counter.reset()
 		}
-		if len(bytes.TrimSpace(line)) > 0 {
+		// A line arrives in chunks of at most the buffer's size; only its length, whether it has
+		// anything but white space, and how many line-end bytes it ends with are kept.
+		var length, trailing int64
+		nonBlank := false
+		chunk, err := r.ReadSlice('\n')
+		for {
+			length += int64(len(chunk))
+			if length > maxLine {
+				return fail(lineNo, fmt.Errorf("line longer than %d bytes", maxLine))
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) && length == int64(len(chunk)) {
+				nonBlank = len(bytes.TrimSpace(chunk)) > 0 // a whole line: Unicode white space too
+			} else if !nonBlank {
+				nonBlank = len(bytes.Trim(chunk, " \t\r\n\v\f")) > 0
+			}
+			if t := int64(len(chunk) - len(bytes.TrimRight(chunk, "\r\n"))); t == int64(len(chunk)) {
+				trailing += t
+			} else {
+				trailing = t
+			}
+			if counter != nil && !counter.write(chunk) {
+				return fail(lineNo, counter.err)
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+			chunk, err = r.ReadSlice('\n')
+		}
+		if nonBlank {
 			idx.offsets = append(idx.offsets, off)
-			idx.ends = append(idx.ends, off+int64(len(bytes.TrimRight(line, "\r\n"))))
+			idx.ends = append(idx.ends, off+length-trailing)
 			idx.lineNos = append(idx.lineNos, lineNo)
 		}
-		off += int64(len(line))
+		off += length
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("data: %s:%d: %w", path, lineNo, err)
+			return fail(lineNo, err)
 		}
 	}
 	return idx, nil
@@ -117,17 +149,7 @@ type JSONLDataset struct{ idx *LineIndex }
 
 // OpenJSONL indexes a pre-tokenized JSON-lines file. Every line is parsed when read; Validate
 // parses them all up front.
-func OpenJSONL(path string) (*JSONLDataset, error) {
-	idx, err := IndexLines(path)
-	if err != nil {
-		return nil, err
-	}
-	if idx.Len() == 0 {
-		idx.Close()
-		return nil, fmt.Errorf("data: %s: no examples", path)
-	}
-	return &JSONLDataset{idx: idx}, nil
-}
+func OpenJSONL(path string) (*JSONLDataset, error) { return OpenJSONLWith(path, JSONLOptions{}) }
 
 // Len implements Dataset.
 func (d *JSONLDataset) Len() int { return d.idx.Len() }

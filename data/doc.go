@@ -3,7 +3,11 @@
 // to Hugging Face's live in the subpackage tokenizer.
 //
 // Datasets are random access (Dataset); large JSON-lines files are indexed once (8 bytes a line)
-// and read line by line, never loaded whole. Examples use HF's column names (input_ids,
+// and read line by line, never loaded whole. A line (a document, an example) may not exceed 256
+// MiB, found while streaming, before it is held; OpenJSONLWith also counts each line's
+// input_ids, attention_mask, token_type_ids and labels while indexing and refuses one longer
+// than the model takes (JSONLOptions.MaxSeqLength: n_positions), naming the file, line and
+// field, before the line is decoded. Examples use HF's column names (input_ids,
 // attention_mask, token_type_ids, labels).
 //
 // Sampling is deterministic: the order of an epoch depends only on the seed and the epoch, and

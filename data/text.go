@@ -47,9 +47,9 @@ func TextLines(path string) Documents {
 func TextFiles(paths []string) Documents {
 	return func(yield func(string, error) bool) {
 		for _, p := range paths {
-			b, err := os.ReadFile(p)
+			b, err := readFileLimit(p, maxLine)
 			if err != nil {
-				yield("", fmt.Errorf("data: %w", err))
+				yield("", err)
 				return
 			}
 			if !yield(string(b), nil) {
@@ -93,7 +93,10 @@ func forEachJSONLine(path string, fn func(lineNo int, obj map[string]json.RawMes
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
 	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadBytes('\n')
+		line, err := readLine(r, maxLine)
+		if errors.Is(err, errLineTooLong) {
+			return fmt.Errorf("data: %s:%d: line longer than %d bytes", path, lineNo, maxLine)
+		}
 		if len(line) > 0 && len(trimSpace(line)) > 0 {
 			var obj map[string]json.RawMessage
 			if jerr := json.Unmarshal(line, &obj); jerr != nil {
@@ -110,6 +113,45 @@ func forEachJSONLine(path string, fn func(lineNo int, obj map[string]json.RawMes
 			return fmt.Errorf("data: %s:%d: %w", path, lineNo, err)
 		}
 	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (with its '\n') of at most limit bytes; a longer one is errLineTooLong,
+// found before more than limit bytes of it are held.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// readFileLimit reads a whole file of at most limit bytes; a larger one is an error naming it,
+// found from its size before it is read.
+func readFileLimit(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > limit {
+		return nil, fmt.Errorf("data: %s: %d bytes, more than the %d a document may hold", path, st.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("data: %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("data: %s: more than the %d bytes a document may hold", path, limit)
+	}
+	return b, nil
 }
 
 func trimSpace(b []byte) []byte {

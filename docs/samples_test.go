@@ -238,7 +238,7 @@ func checkResumeNoCheckpoint(t *testing.T, b block) {
 	model, train := trainFixture(t)
 	out := filepath.Join(t.TempDir(), "run")
 	r := run(t, t.TempDir(), nil, gotpu, "train", "--device", "go", "--model_name_or_path", model,
-		"--train_file", train, "--max_steps", "1", "--output_dir", out, "--resume_from_checkpoint", "true")
+		"--train_file", train, "--per_device_train_batch_size", "1", "--max_steps", "1", "--output_dir", out, "--resume_from_checkpoint", "true")
 	got := strings.TrimSpace(strings.ReplaceAll(r.stderr, out, b.args["output_dir"]))
 	if r.code != 1 || got != strings.TrimSpace(b.text) {
 		t.Errorf("%s:%d: a first run with --resume_from_checkpoint true prints (exit %d, runbook says 1)\n%s\nthe runbook quotes\n%s",

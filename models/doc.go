@@ -16,6 +16,14 @@
 //     transformers 5), grouped-query attention, SiLU-gated MLP, tied or untied head.
 //   - bert: BertForSequenceClassification and the bare BertModel (post-LN, erf GELU, token types,
 //     padding mask, tanh pooler, classifier with regression / single- / multi-label losses).
+//   - qwen3: Qwen3ForCausalLM: Llama's layout plus q_norm/k_norm (one [head_dim] RMSNorm weight
+//     shared by all heads, before RoPE), explicit head_dim (Qwen3Config's default 128, not
+//     hidden/heads), default or linear rope, sliding-window layers when use_sliding_window.
+//   - gemma3: Gemma3ForCausalLM (gemma3_text): embeddings scaled by sqrt(hidden_size) in the
+//     weights' dtype, (1 + w) RMSNorm in float32 with four norms per layer plus q_norm/k_norm,
+//     scores scaled by query_pre_attn_scalar^-0.5, GeGLU (tanh GELU), interleaved sliding and
+//     global layers with their own RoPE bases, final-logit soft-capping, tied head; the text model
+//     of a Gemma3ForConditionalGeneration checkpoint loads as a Gemma3ForCausalLM.
 //
 // Load picks the architecture from model_type and architectures; ParseConfig and New build a
 // randomly initialised model from a config (HF's _init_weights distributions, seeded).
@@ -53,10 +61,28 @@
 // its own shard), writes the index with total_size, removes stale weight files of an earlier
 // save, and round-trips bit-exactly: save, load, save gives identical bytes.
 //
+// Every file is written with gotpu's one file policy (internal/atomicfile), the same as for
+// checkpoints: to a temporary file in the directory, fsynced, renamed over the final name, then
+// the directory fsynced (also after stale files are removed), so a crash leaves each file old or
+// new, never partial. Files are created with mode 0666 and directories with 0777, less the
+// process's umask (umask 022: 0644 and 0755; umask 077: 0600 and 0700), as Python's
+// save_pretrained does; nothing is chmod-ed afterwards and there is no mode option.
+//
 // # Scoring and generation
 //
 // ScoreJSONLines scores JSON-lines examples (HF losses, optional logits file); Generate decodes
 // greedily or by sampling (temperature, top-k, top-p, repetition penalty) with a KV cache.
+//
+// # Resource limits
+//
+// Every dimension of a config.json has a limit (MaxLayers, MaxWidth, MaxVocab, MaxPositions,
+// MaxLabels: far above published models) checked before an architecture parses it, and
+// EstimateFootprint computes a config's parameter count, Adafactor state and activation sizes from
+// the dimensions alone, in overflow-checked int64 (exact: it equals the built model's Params()).
+// New and Load refuse, before anything is mapped or allocated, a model whose parameters do not
+// fit in the host's available memory on the pure-Go backend (on a PJRT device, whose free memory
+// the plugin does not report, only the host staging of the largest tensor is checked). Errors
+// wrap ErrTooLarge and name the file and field.
 //
 // # Errors and concurrency
 //

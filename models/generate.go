@@ -19,18 +19,22 @@ import (
 	"github.com/gotpu/gotpu/xla"
 )
 
-// GenerateOptions control Generate. Zero values switch a feature off (greedy, no top-k, ...);
-// DefaultGenerateOptions has HF GenerationConfig's defaults.
+// GenerateOptions control Generate. DefaultGenerateOptions has HF GenerationConfig's defaults;
+// Validate says which values Generate accepts: MaxNewTokens must be at least 1; when sampling,
+// Temperature must be above 0 and TopP in (0, 1]; TopK 0 and RepetitionPenalty 0 or 1 switch
+// those processors off. Greedy decoding ignores Temperature, TopK and TopP (as HF does), but a
+// value that is never valid (negative, NaN, infinite, top_p above 1) is refused in both modes.
 type GenerateOptions struct {
-	// MaxNewTokens bounds the tokens generated (the model's positions bound them too).
+	// MaxNewTokens bounds the tokens generated (the model's positions bound them too); ≥ 1.
 	MaxNewTokens int
 	// DoSample samples from the (processed) distribution; false decodes greedily.
 	DoSample bool
-	// Temperature divides the logits before sampling (0 or 1: unchanged).
+	// Temperature divides the logits before sampling (1: unchanged); > 0 when sampling.
 	Temperature float64
 	// TopK keeps the k most likely tokens (ties at the k-th value kept, as HF does; 0: off).
 	TopK int
-	// TopP keeps the smallest set of tokens whose probability reaches p (0 or 1: off).
+	// TopP keeps the smallest set of tokens whose probability reaches p (1: off); in (0, 1]
+	// when sampling.
 	TopP float64
 	// RepetitionPenalty divides positive (multiplies negative) logits of tokens already in the
 	// sequence, HF's RepetitionPenaltyLogitsProcessor (0 or 1: off).
@@ -41,6 +45,51 @@ type GenerateOptions struct {
 	EOSTokenIDs []int
 }
 
+// GenerateOptionError is what Validate returns: the option's HF name (max_new_tokens, top_k,
+// temperature, top_p, repetition_penalty, eos_token_id — also the gotpu generate flag), its
+// value and why it is refused.
+type GenerateOptionError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *GenerateOptionError) Error() string {
+	return fmt.Sprintf("models.GenerateOptions: %s %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// Validate checks the options before anything is built, so a bad value is an error naming the
+// option instead of a GoMLX shape error or a silent misuse (HF's GenerationConfig.validate and
+// logits-warper checks). It returns the first problem as a *GenerateOptionError.
+func (o GenerateOptions) Validate() error {
+	bad := func(field string, v any, reason string) error {
+		return &GenerateOptionError{Field: field, Value: v, Reason: reason}
+	}
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case o.MaxNewTokens < 1:
+		return bad("max_new_tokens", o.MaxNewTokens, "must be at least 1")
+	case o.TopK < 0:
+		return bad("top_k", o.TopK, "must be ≥ 0 (0: off)")
+	case !finite(o.Temperature) || o.Temperature < 0:
+		return bad("temperature", o.Temperature, "must be a finite number > 0")
+	case o.DoSample && o.Temperature == 0:
+		return bad("temperature", o.Temperature, "must be > 0 when sampling (do_sample); for greedy decoding leave do_sample off")
+	case !finite(o.TopP) || o.TopP < 0 || o.TopP > 1:
+		return bad("top_p", o.TopP, "must be in (0, 1] (1: off)")
+	case o.DoSample && o.TopP == 0:
+		return bad("top_p", o.TopP, "must be in (0, 1] when sampling (1: off)")
+	case !finite(o.RepetitionPenalty) || o.RepetitionPenalty < 0:
+		return bad("repetition_penalty", o.RepetitionPenalty, "must be a finite number ≥ 0 (0 or 1: off)")
+	}
+	for i, id := range o.EOSTokenIDs {
+		if id < 0 {
+			return bad(fmt.Sprintf("eos_token_id[%d]", i), id, "is not a token id")
+		}
+	}
+	return nil
+}
+
 // DefaultGenerateOptions are GenerationConfig's defaults with max_new_tokens 20.
 func DefaultGenerateOptions() GenerateOptions {
 	return GenerateOptions{MaxNewTokens: 20, Temperature: 1, TopK: 50, TopP: 1, RepetitionPenalty: 1}
@@ -48,7 +97,8 @@ func DefaultGenerateOptions() GenerateOptions {
 
 // ReadGenerationConfig reads a generation_config.json over DefaultGenerateOptions: do_sample,
 // temperature, top_k, top_p, repetition_penalty, max_new_tokens (or max_length minus promptLen),
-// eos_token_id (an int or a list). Other fields are ignored.
+// eos_token_id (an int or a list). Other fields are ignored. The values are not validated here,
+// so that a caller can override them first (gotpu generate's flags); Generate validates.
 func ReadGenerationConfig(path string, promptLen int) (GenerateOptions, error) {
 	o := DefaultGenerateOptions()
 	raw, err := core.ReadRawConfig(path)
@@ -93,6 +143,9 @@ func ReadGenerationConfig(path string, promptLen int) (GenerateOptions, error) {
 // with HF's logits processors in HF's order (repetition penalty, temperature, top-k, top-p).
 func Generate(ctx stdctx.Context, rt *xla.Runtime, m CausalLM, prompt []int, opts GenerateOptions) (out []int, err error) {
 	defer xla.Recover(&err, "models.Generate")
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("models.Generate: %w", err)
+	}
 	P := len(prompt)
 	if P == 0 {
 		return nil, fmt.Errorf("models.Generate: empty prompt")
@@ -105,7 +158,8 @@ func Generate(ctx stdctx.Context, rt *xla.Runtime, m CausalLM, prompt []int, opt
 	if P > m.MaxPositions() {
 		return nil, fmt.Errorf("models.Generate: prompt of %d tokens exceeds the model's %d positions", P, m.MaxPositions())
 	}
-	L := min(P+opts.MaxNewTokens, m.MaxPositions())
+	// Capped before adding: P+MaxNewTokens overflows for a limit near MaxInt.
+	L := P + min(opts.MaxNewTokens, m.MaxPositions()-P)
 	if L == P {
 		return nil, nil
 	}

@@ -37,7 +37,7 @@ func greedyNoCache(t *testing.T, rt *xla.Runtime, m Model, prompt []int, n int) 
 
 func TestGenerateMatchesFullRecompute(t *testing.T) {
 	rt := openGo(t)
-	for _, name := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny"} {
+	for _, name := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "gemma3-tiny", "qwen3-tiny"} {
 		t.Run(name, func(t *testing.T) {
 			ref := reftest.Read(t, name)
 			m, err := Load(context.Background(), rt, fixtureDir(t, name), LoadOptions{})

@@ -27,6 +27,7 @@ func openGo(t testing.TB) *xla.Runtime {
 // fixtures lists the shared fixtures with the model kind the Python driver takes.
 var fixtures = []struct{ name, kind string }{
 	{"gpt2-tiny", "gpt2"}, {"gpt2-tiny-affine", "gpt2"}, {"llama-tiny", "llama"}, {"bert-tiny", "bert"},
+	{"gemma3-tiny", "gemma3"},
 }
 
 func fixtureDir(t testing.TB, name string) string { return filepath.Join(reftest.Dir(t), name) }

@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gotpu/gotpu/internal/membudget"
 	"github.com/gotpu/gotpu/models/bert"
+	"github.com/gotpu/gotpu/models/gemma3"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/models/internal/core"
 	"github.com/gotpu/gotpu/models/llama"
+	"github.com/gotpu/gotpu/models/qwen3"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -21,6 +24,10 @@ func Supported() map[string][]string {
 		llama.TypeMistral: {llama.ArchitectureOf(llama.TypeMistral)},
 		llama.TypeQwen2:   {llama.ArchitectureOf(llama.TypeQwen2)},
 		bert.ModelType:    {bert.ForSequenceClassification, bert.BareModel},
+		qwen3.ModelType:   {qwen3.Architecture},
+
+		gemma3.TypeText:       {gemma3.Architecture},
+		gemma3.TypeMultimodal: {gemma3.ArchitectureMultimodal}, // its text model, loaded as Gemma3ForCausalLM
 	}
 }
 
@@ -42,6 +49,10 @@ func Load(ctx stdctx.Context, rt *xla.Runtime, dir string, opts LoadOptions) (m 
 	if err != nil {
 		return nil, err
 	}
+	// The resource budget, before anything is mapped or allocated (models/estimate.go).
+	if err := checkLoadMemory(rt, cfgPath, raw, modelType, arch, opts); err != nil {
+		return nil, err
+	}
 	switch modelType {
 	case gpt2.ModelType:
 		if arch != "" && arch != gpt2.Architecture {
@@ -61,6 +72,16 @@ func Load(ctx stdctx.Context, rt *xla.Runtime, dir string, opts LoadOptions) (m 
 			return nil, unsupportedArch(cfgPath, modelType, arch)
 		}
 		return asModel(bert.LoadRaw(ctx, rt, dir, raw, arch, opts))
+	case qwen3.ModelType:
+		if arch != "" && arch != qwen3.Architecture {
+			return nil, unsupportedArch(cfgPath, modelType, arch)
+		}
+		return asModel(qwen3.LoadRaw(ctx, rt, dir, raw, opts))
+	case gemma3.TypeText, gemma3.TypeMultimodal:
+		if err := gemma3Arch(cfgPath, modelType, arch); err != nil {
+			return nil, err
+		}
+		return asModel(gemma3.LoadRaw(ctx, rt, dir, raw, opts))
 	}
 	return nil, fmt.Errorf("%s: field \"model_type\": %w: %q (gotpu supports %s)", cfgPath, ErrUnsupported, modelType, supportedList())
 }
@@ -78,6 +99,14 @@ func ParseConfig(path string) (Config, error) {
 	}
 	modelType, arch, err := identify(raw)
 	if err != nil {
+		return nil, err
+	}
+	return parseTyped(path, raw, modelType, arch)
+}
+
+// parseTyped parses raw as the architecture identify found, refusing absurd dimensions first.
+func parseTyped(path string, raw *core.RawConfig, modelType, arch string) (Config, error) {
+	if err := checkRawDims(raw); err != nil {
 		return nil, err
 	}
 	switch modelType {
@@ -99,6 +128,21 @@ func ParseConfig(path string) (Config, error) {
 			return nil, unsupportedArch(path, modelType, arch)
 		}
 		return asConfig(bert.ParseConfig(raw, arch))
+	case qwen3.ModelType:
+		if arch != "" && arch != qwen3.Architecture {
+			return nil, unsupportedArch(path, modelType, arch)
+		}
+		return asConfig(qwen3.ParseConfig(raw))
+	case gemma3.TypeText:
+		if err := gemma3Arch(path, modelType, arch); err != nil {
+			return nil, err
+		}
+		return asConfig(gemma3.ParseConfig(raw))
+	case gemma3.TypeMultimodal:
+		if err := gemma3Arch(path, modelType, arch); err != nil {
+			return nil, err
+		}
+		return asConfig(gemma3.ParseMultimodalConfig(raw))
 	}
 	return nil, fmt.Errorf("%s: field \"model_type\": %w: %q (gotpu supports %s)", path, ErrUnsupported, modelType, supportedList())
 }
@@ -106,6 +150,10 @@ func ParseConfig(path string) (Config, error) {
 // New builds a randomly initialised model (HF's _init_weights distributions) from a config
 // returned by ParseConfig or built in Go (gpt2.DefaultConfig(), ...).
 func New(ctx stdctx.Context, rt *xla.Runtime, cfg Config, opts NewOptions) (Model, error) {
+	// The resource budget, before any tensor is allocated (models/estimate.go).
+	if err := checkParamMemory(rt, cfg, dtypeBytes(opts.DType, ""), "models.New", membudget.Probe()); err != nil {
+		return nil, err
+	}
 	switch c := cfg.(type) {
 	case *gpt2.Config:
 		return asModel(gpt2.New(ctx, rt, c, opts))
@@ -113,6 +161,10 @@ func New(ctx stdctx.Context, rt *xla.Runtime, cfg Config, opts NewOptions) (Mode
 		return asModel(llama.New(ctx, rt, c, opts))
 	case *bert.Config:
 		return asModel(bert.New(ctx, rt, c, opts))
+	case *qwen3.Config:
+		return asModel(qwen3.New(ctx, rt, c, opts))
+	case *gemma3.Config:
+		return asModel(gemma3.New(ctx, rt, c, opts))
 	}
 	return nil, fmt.Errorf("models.New: %w: config type %T", ErrUnsupported, cfg)
 }
@@ -152,7 +204,20 @@ func unsupportedArch(path, modelType, arch string) error {
 
 func supportedList() string {
 	return "gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM), mistral (MistralForCausalLM), " +
-		"qwen2 (Qwen2ForCausalLM), bert (BertForSequenceClassification, BertModel)"
+		"qwen2 (Qwen2ForCausalLM), bert (BertForSequenceClassification, BertModel), qwen3 (Qwen3ForCausalLM)" +
+		", gemma3_text (Gemma3ForCausalLM), gemma3 (Gemma3ForConditionalGeneration: its text model)"
+}
+
+// gemma3Arch checks the architecture of a gemma3_text / gemma3 config.
+func gemma3Arch(path, modelType, arch string) error {
+	want := gemma3.Architecture
+	if modelType == gemma3.TypeMultimodal {
+		want = gemma3.ArchitectureMultimodal
+	}
+	if arch != "" && arch != want {
+		return unsupportedArch(path, modelType, arch)
+	}
+	return nil
 }
 
 // asModel returns a nil interface (not a typed nil pointer) on error.

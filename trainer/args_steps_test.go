@@ -198,7 +198,7 @@ func TestFlowReproducesRealLogs(t *testing.T) {
 // TestIsDecayParameterFixtures: the decay groups HF's Trainer formed for the GPT-2, Llama and
 // BERT fixtures (reference.json lists them).
 func TestIsDecayParameterFixtures(t *testing.T) {
-	for _, model := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny"} {
+	for _, model := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny", "qwen3-tiny"} {
 		var ref struct {
 			AdamW struct {
 				Decay   []string `json:"decay_params"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -208,7 +209,14 @@ func (c *TensorBoardCallback) open(e *Event, trial bool) error {
 	if dir == "" {
 		dir = e.Args.LoggingDir
 		if trial && e.State.IsHyperParamSearch && e.State.TrialName != nil {
-			dir = pyPathJoin(dir, *e.State.TrialName)
+			// The one place a path is built from trial_name. A resumed state has none (resume
+			// drops it); one set in Go must still name a subdirectory, not "/x" or "../x",
+			// which os.path.join semantics would follow out of logging_dir.
+			name := *e.State.TrialName
+			if !filepath.IsLocal(name) || strings.ContainsAny(name, `/\`) {
+				return fmt.Errorf("trainer: TensorBoardCallback: trainer.TrainerState.trial_name %q is not a plain directory name", name)
+			}
+			dir = pyPathJoin(dir, name)
 		}
 	}
 	if dir == "" {

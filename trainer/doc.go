@@ -44,6 +44,15 @@
 // count with the same global batch (a different global batch is refused). New seeds the RNG
 // from args.seed (HF's set_seed), so runs repeat exactly.
 //
+// A resumed checkpoint is untrusted input (its checksums only show the manifest was rewritten
+// with the files), checked before anything is imported or written: global_step must equal the
+// manifest's step, the optimizer's update count (gotpu_state.json and optimizer.safetensors'
+// metadata) lie in [0, global_step], scheduler.json be at global_step; best_model_checkpoint is
+// followed only to a checkpoint-N of output_dir (committed, when load_best_model_at_end will load
+// it) — anything else is an error naming trainer_state.json and the field, where HF trusts the
+// path; trial_name, trial_params and is_hyper_param_search are dropped with a warning (gotpu runs
+// no search, and trial_name would become a TensorBoard path). Errors wrap checkpoint.ErrCorrupt.
+//
 // # Arguments
 //
 // TrainingArguments is a plain struct whose JSON names are HF's (learning_rate,
@@ -93,6 +102,16 @@
 // the file; errors.Is matches ErrInvalidArgument, ErrUnsupportedArgument and
 // ErrUnknownArgument. Malformed JSON wraps ErrJSONSyntax with a line and column; schedule
 // problems wrap ErrSchedule. Other errors are wrapped with %w and name the file and field.
+//
+// # Resource budget
+//
+// New checks the run against the machine before it allocates optimizer state or reads a batch
+// (CheckBudget, budget.go): a global batch larger than the training set is refused, and the
+// estimated bytes of parameters, gradients, optimizer state (AdamW's two moments, Adafactor's
+// factored ones), activations (per layer and token, × batch × sequence length) and input
+// batches are compared with the host's available memory on the pure-Go backend. The error says
+// what was asked, what is available and which argument to change; EstimateMemory documents the
+// estimate and its known error. Services call CheckBudget themselves before accepting a job.
 //
 // # Pipeline
 //

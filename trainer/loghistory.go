@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // logHistoryFile is the JSON-lines log gotpu writes beside trainer_state.json: one line per log
@@ -22,10 +24,10 @@ type logHistoryCallback struct {
 // OnLog implements Callback.
 func (c *logHistoryCallback) OnLog(_ context.Context, e *Event) error {
 	if c.f == nil {
-		if err := os.MkdirAll(e.Args.OutputDir, 0o755); err != nil {
+		if err := atomicfile.MkdirAll(e.Args.OutputDir); err != nil {
 			return fmt.Errorf("trainer: %w", err)
 		}
-		f, err := os.OpenFile(filepath.Join(e.Args.OutputDir, logHistoryFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(filepath.Join(e.Args.OutputDir, logHistoryFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, atomicfile.FileMode) // modes from the umask, as every file gotpu writes
 		if err != nil {
 			return fmt.Errorf("trainer: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 
@@ -165,6 +166,12 @@ func (t *Trainer) resolveResume() (string, error) {
 // resume restores everything from a committed checkpoint, verified before anything is used:
 // weights, optimizer state and step, RNG state, trainer state (and stateful callbacks). It
 // returns gotpu's run state (loader position, accumulated loss).
+//
+// The checkpoint's content is untrusted input: its checksums only show that whoever wrote the
+// files also wrote the manifest. So the counters must agree with each other and with the
+// manifest (checkCounters), best_model_checkpoint must name a checkpoint of output_dir
+// (bestCheckpointDir), and the hyper-parameter search fields are dropped (dropTrialFields).
+// Every check runs before the state is imported, so a refused checkpoint changes nothing.
 func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
 	ck, err := checkpoint.Open(dir, requiredFiles...)
 	if err != nil {
@@ -192,14 +199,32 @@ func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
 	}
 	var st step.State
 	st.OptimizerStep = run.OptimizerStep
+	var optMeta map[string]string
 	for _, f := range []struct {
 		name string
 		dst  *[]step.HostTensor
-	}{{modelFile, &st.Params}, {optimizerFile, &st.Optimizer}, {rngFile, &st.Other}} {
-		if *f.dst, err = readTensors(ck, f.name); err != nil {
+		md   *map[string]string
+	}{{modelFile, &st.Params, nil}, {optimizerFile, &st.Optimizer, &optMeta}, {rngFile, &st.Other, nil}} {
+		hs, md, err := readTensors(ck, f.name)
+		if err != nil {
 			return runState{}, err
 		}
+		*f.dst = hs
+		if f.md != nil {
+			*f.md = md
+		}
 	}
+	if err := checkCounters(ck, ts, run, optMeta); err != nil {
+		return runState{}, err
+	}
+	if ts.BestModelCheckpoint != nil {
+		best, err := t.bestCheckpointDir(*ts.BestModelCheckpoint, filepath.Join(dir, stateFile), ts.GlobalStep)
+		if err != nil {
+			return runState{}, err
+		}
+		ts.BestModelCheckpoint = &best
+	}
+	t.dropTrialFields(ts, filepath.Join(dir, stateFile))
 	// The weights must fit the model being trained (its config): name the file when not.
 	shapes := map[string][]int{}
 	for _, p := range t.model.Params() {
@@ -224,26 +249,167 @@ func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
 	return run, nil
 }
 
+// maxResumeStep bounds the step counters a checkpoint may hold: epochs, learning rates and log
+// entries are computed from them in float64, exact for integers up to 2^53, and the loop adds
+// to them. No run reaches it; a larger count is a damaged or forged file.
+const maxResumeStep = 1 << 53
+
+// checkCounters checks that a checkpoint's step counters agree, as the writer wrote them
+// (snapshot): trainer_state.json's global_step is the manifest's step (and the directory's, when
+// it is named checkpoint-N); gotpu_state.json's optimizer_step, the optimizer's update count, is
+// in [0, global_step] (skipped non-finite updates make it smaller) and equals
+// optimizer.safetensors' "step" metadata; scheduler.json is at global_step (last_epoch =
+// global_step, _step_count = global_step + 1, as torch's LRScheduler counts); best_global_step,
+// when set, is in [0, global_step]. Errors name the file and field and wrap
+// checkpoint.ErrCorrupt.
+func checkCounters(ck *checkpoint.Checkpoint, ts *TrainerState, run runState, optMeta map[string]string) error {
+	bad := func(file, format string, args ...any) error {
+		return fmt.Errorf("trainer: %s: %s: %w", filepath.Join(ck.Dir, file), fmt.Sprintf(format, args...), checkpoint.ErrCorrupt)
+	}
+	g, m := ts.GlobalStep, ck.Manifest.Step
+	switch {
+	case g < 0 || g > maxResumeStep:
+		return bad(stateFile, "global_step %d is outside [0, 2^53]", g)
+	case g != m:
+		return bad(stateFile, "global_step %d, but %s records step %d", g, checkpoint.ManifestFile, m)
+	}
+	if n, ok := checkpoint.ParseDirName(filepath.Base(filepath.Clean(ck.Dir))); ok && n != m {
+		return bad(checkpoint.ManifestFile, "step %d, but the directory is named for step %d", m, n)
+	}
+	if o := run.OptimizerStep; o < 0 || o > g {
+		return bad(runFile, "optimizer_step %d is outside [0, global_step %d]", o, g)
+	}
+	if s, ok := optMeta["step"]; !ok || s != strconv.Itoa(run.OptimizerStep) {
+		return bad(optimizerFile, "__metadata__ step %q, but %s has optimizer_step %d", s, runFile, run.OptimizerStep)
+	}
+	if b := ts.BestGlobalStep; b != nil && (*b < 0 || *b > g) {
+		return bad(stateFile, "best_global_step %d is outside [0, global_step %d]", *b, g)
+	}
+	sb, err := ck.ReadFile(schedulerFile)
+	if err != nil {
+		return err
+	}
+	// Pointers: a missing field is an error, not a zero.
+	var sched struct {
+		LastEpoch *int64 `json:"last_epoch"`
+		StepCount *int64 `json:"_step_count"`
+	}
+	if err := json.Unmarshal(sb, &sched); err != nil {
+		return fmt.Errorf("trainer: %s: %w: %w", filepath.Join(ck.Dir, schedulerFile), checkpoint.ErrCorrupt, err)
+	}
+	switch {
+	case sched.LastEpoch == nil:
+		return bad(schedulerFile, "last_epoch is missing")
+	case *sched.LastEpoch != int64(g):
+		return bad(schedulerFile, "last_epoch %d, but global_step is %d", *sched.LastEpoch, g)
+	case sched.StepCount == nil:
+		return bad(schedulerFile, "_step_count is missing")
+	case *sched.StepCount != int64(g)+1:
+		return bad(schedulerFile, "_step_count %d, want global_step + 1 = %d", *sched.StepCount, g+1)
+	}
+	return nil
+}
+
+// bestCheckpointDir checks best_model_checkpoint as read from a resumed trainer_state.json
+// (source) and returns it as output_dir/checkpoint-N. HF trusts the path and, with
+// load_best_model_at_end, loads whatever it names at the end of training (and retention spares
+// it); gotpu follows it only to a checkpoint of this run: a checkpoint-N directory whose parent
+// is output_dir (compared as absolute paths, then as resolved ones), with N not after
+// global_step, and — when load_best_model_at_end will load it — committed there (a real
+// directory, not a symlink, with a valid commit marker).
+//
+// Anything else is an error rather than a value dropped with a warning: dropping it would
+// silently change which weights load_best_model_at_end returns and which checkpoint
+// save_total_limit spares, and no writer produces it — gotpu and HF both write
+// output_dir/checkpoint-N — so it means the state was edited, or the run moved to another
+// output_dir, which the message names.
+func (t *Trainer) bestCheckpointDir(path, source string, globalStep int) (string, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("trainer: %s: best_model_checkpoint %q %s: %w", source, path, fmt.Sprintf(format, args...), checkpoint.ErrCorrupt)
+	}
+	out := t.args.OutputDir
+	if out == "" {
+		return "", bad("cannot be followed without output_dir")
+	}
+	n, ok := checkpoint.ParseDirName(filepath.Base(path))
+	if !ok {
+		return "", bad("is not a checkpoint-N directory")
+	}
+	if !sameDir(filepath.Dir(path), out) {
+		return "", bad("is not a checkpoint of output_dir %q (gotpu follows it only inside output_dir; was the run moved?)", out)
+	}
+	if n > globalStep {
+		return "", bad("is later than the state's global_step %d", globalStep)
+	}
+	best := filepath.Join(out, checkpoint.DirName(n))
+	if t.args.LoadBestModelAtEnd {
+		l, err := checkpoint.List(out)
+		if err != nil {
+			return "", err
+		}
+		if !slices.ContainsFunc(l, func(e checkpoint.Entry) bool { return e.Step == n && e.Dir == best }) {
+			return "", bad("is not a committed checkpoint in output_dir %q (load_best_model_at_end would load it)", out)
+		}
+	}
+	return best, nil
+}
+
+// sameDir reports whether a and b name the same directory: equal absolute paths, or the same
+// directory once symlinks are resolved (output_dir spelled through a symlink).
+func sameDir(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == ab {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	aa, err1 = filepath.Abs(ra)
+	ab, err2 = filepath.Abs(rb)
+	return err1 == nil && err2 == nil && aa == ab
+}
+
+// dropTrialFields clears trial_name, trial_params and is_hyper_param_search of a resumed state.
+// gotpu runs no hyper-parameter search, and these came from a file: trial_name is a path element
+// in HF (TensorBoardCallback joins it to logging_dir; HF's search also joins it to output_dir),
+// so an absolute or ../ name would send files anywhere. The next checkpoint records null.
+func (t *Trainer) dropTrialFields(ts *TrainerState, source string) {
+	if ts.TrialName == nil && !ts.IsHyperParamSearch && ts.TrialParams.IsNull() {
+		return
+	}
+	name := ""
+	if ts.TrialName != nil {
+		name = *ts.TrialName
+	}
+	t.log.Warn("ignoring the hyper-parameter search fields of the resumed state (gotpu runs no search)",
+		"file", source, "trial_name", name, "is_hyper_param_search", ts.IsHyperParamSearch)
+	ts.TrialName, ts.IsHyperParamSearch, ts.TrialParams = nil, false, JSONNullValue()
+}
+
 // readTensors reads every tensor of a checkpoint's safetensors file to host memory, from bytes
-// checked against the manifest again as they are read (not trusting the earlier verification).
-func readTensors(ck *checkpoint.Checkpoint, name string) ([]step.HostTensor, error) {
+// checked against the manifest again as they are read (not trusting the earlier verification),
+// and returns the file's metadata.
+func readTensors(ck *checkpoint.Checkpoint, name string) ([]step.HostTensor, map[string]string, error) {
 	b, err := ck.ReadFile(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	path := filepath.Join(ck.Dir, name)
 	h, err := safetensors.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("trainer: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("trainer: %s: %w", path, err)
 	}
 	data := b[8+h.HeaderSize:]
 	out := make([]step.HostTensor, 0, len(h.Tensors))
 	for _, info := range h.Tensors {
 		d, err := varDType(info.DType)
 		if err != nil {
-			return nil, fmt.Errorf("trainer: %s: %s: %w", path, info.Name, err)
+			return nil, nil, fmt.Errorf("trainer: %s: %s: %w", path, info.Name, err)
 		}
 		out = append(out, step.HostTensor{Name: info.Name, DType: d, Shape: info.Shape, Bytes: data[info.Begin:info.End:info.End]})
 	}
-	return out, nil
+	return out, h.Metadata, nil
 }

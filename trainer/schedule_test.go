@@ -77,7 +77,7 @@ func TestScheduleVectors(t *testing.T) {
 // 1 of 3 steps, lr 1e-3: the updates ran at 0, 1e-3, 5e-4 and the rate after the last
 // scheduler step is 0.
 func TestScheduleFixtureLinearWarmup(t *testing.T) {
-	for _, model := range []string{"gpt2-tiny-affine", "llama-tiny", "bert-tiny"} {
+	for _, model := range []string{"gpt2-tiny-affine", "llama-tiny", "bert-tiny", "qwen3-tiny"} {
 		var ref struct {
 			Warmup struct {
 				LRPerStep []float64 `json:"lr_per_step"`

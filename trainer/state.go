@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // TrainerState mirrors Hugging Face's TrainerState (transformers/trainer_callback.py), the
@@ -446,24 +447,13 @@ func (s *TrainerState) MarshalHF() []byte {
 	return append(out, '\n')
 }
 
-// Save writes the state to path as MarshalHF does, through a temporary file in the same
-// directory renamed over path, so a crash never leaves a truncated trainer_state.json.
+// Save writes the state to path as MarshalHF does, with internal/atomicfile's policy (the one of
+// models and checkpoints): through a temporary file in the same directory, fsynced and renamed
+// over path, then the directory fsynced, so a crash never leaves a truncated trainer_state.json;
+// mode 0666 less the umask.
 func (s *TrainerState) Save(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.WriteFileBytes(path, s.MarshalHF()); err != nil {
 		return fmt.Errorf("trainer: saving trainer state: %w", err)
-	}
-	_, werr := tmp.Write(s.MarshalHF())
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("trainer: saving trainer state to %s: %w", path, werr)
 	}
 	return nil
 }

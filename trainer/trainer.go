@@ -135,6 +135,9 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 			return nil, err
 		}
 	}
+	if err := t.checkBudget(); err != nil { // the resource budget (budget.go), before optimizer state and batches
+		return nil, err
+	}
 	opt, err := t.optimizer()
 	if err != nil {
 		return nil, err
@@ -660,7 +663,8 @@ func (t *Trainer) SaveModel(dir string) error {
 
 // SaveState writes trainer_state.json into output_dir (HF's trainer.save_state).
 func (t *Trainer) SaveState() error {
-	if err := os.MkdirAll(t.args.OutputDir, 0o755); err != nil {
+	// 0777 less the umask: internal/atomicfile's policy, the one of models and checkpoints.
+	if err := os.MkdirAll(t.args.OutputDir, 0o777); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
 	return t.state.Save(filepath.Join(t.args.OutputDir, "trainer_state.json"))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,10 +61,12 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return cli.UsageError("--prompt_ids is required")
 	}
 	opts := def
+	genConfig := ""
 	if p := models.GenerationConfigPath(*model); fileExists(p) {
 		if opts, err = models.ReadGenerationConfig(p, len(ids)); err != nil {
 			return err
 		}
+		genConfig = p
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -94,6 +97,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if opts.EOSTokenIDs, err = parseIDs(*eos); err != nil {
 			return cli.UsageError("--eos_token_id: %v", err)
 		}
+	}
+	if err := validateGenerateOptions(opts, set, *eos != "", genConfig); err != nil {
+		return err
 	}
 	cfg := dev.config()
 	if err := cfg.Validate(); err != nil {
@@ -128,6 +134,23 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	_, err = fmt.Fprintln(stdout, strings.Join(parts, " "))
 	return err
+}
+
+// validateGenerateOptions checks the decoding options before a device is opened or the model
+// loaded (models.GenerateOptions.Validate, the library's rule, so the service applies the same).
+// A bad value the command line gave is a usage error naming the flag (exit status 2); one that
+// came from the model's generation_config.json is an error naming that file (exit status 1).
+func validateGenerateOptions(opts models.GenerateOptions, set map[string]bool, eosFlag bool, genConfig string) error {
+	err := opts.Validate()
+	var oe *models.GenerateOptionError
+	if err == nil || !errors.As(err, &oe) {
+		return err
+	}
+	name, _, _ := strings.Cut(oe.Field, "[") // eos_token_id[1] is --eos_token_id
+	if set[name] || (name == "eos_token_id" && eosFlag) || genConfig == "" {
+		return cli.UsageError("--%s %v: %s", name, oe.Value, oe.Reason)
+	}
+	return fmt.Errorf("%s: %w (override it with --%s)", genConfig, err, name)
 }
 
 // parseIDs reads token ids separated by commas and/or spaces.

@@ -41,7 +41,9 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *model == "" {
 		return cli.UsageError("--model is required")
 	}
-	var in io.Reader = os.Stdin
+	// Scoring reads all of its input before the first example runs: a read of a pipe that is slow
+	// or never closed must end when ctx does.
+	var in io.Reader = newCancelableReader(ctx, os.Stdin)
 	if *input != "-" {
 		f, err := os.Open(*input)
 		if err != nil {

@@ -38,7 +38,7 @@ func fixture(t *testing.T, name string) (dir string, ref struct {
 // `gotpu score` reproduces each fixture's loss (mean of the per-line losses, every row having the
 // same number of scored tokens) and writes the logits file with the reference shape.
 func TestScoreCommand(t *testing.T) {
-	for _, name := range []string{"gpt2-tiny", "llama-tiny", "bert-tiny"} {
+	for _, name := range []string{"gpt2-tiny", "llama-tiny", "bert-tiny", "gemma3-tiny", "qwen3-tiny"} {
 		t.Run(name, func(t *testing.T) {
 			dir, ref := fixture(t, name)
 			var labels []int

@@ -37,13 +37,20 @@ func runTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer tok.Close()
-	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	// The library checks ctx between batches of lines; reading stdin is where the command waits
+	// longest (a producer that is slow or never closes the pipe), so that wait must end with ctx too.
+	in := bufio.NewReaderSize(newCancelableReader(ctx, os.Stdin), 1<<20)
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	opts := tokenizer.JSONLinesOptions{AddSpecialTokens: *special, Pair: *pair, SkipSpecialTokens: *skip}
 	if *decode {
 		err = tokenizer.DecodeJSONLines(ctx, tok, in, out, opts)
 	} else {
 		err = tokenizer.EncodeJSONLines(ctx, tok, in, out, opts)
+	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped by a signal: the output is cut short anyway, and flushing it could block on a
+		// reader that has stopped reading. (Work that completed is flushed, signal or not.)
+		return err
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr

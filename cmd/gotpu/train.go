@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/trainer"
@@ -123,7 +125,7 @@ func (r *runArgs) openDataset(ctx context.Context, flagName string, path *string
 		return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
 	}
 	if pretokenized {
-		ds, err := data.OpenJSONL(*path)
+		ds, err := data.OpenJSONLWith(*path, jsonlLimits(model))
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
 		}
@@ -188,23 +190,28 @@ func (r *runArgs) openDataset(ctx context.Context, flagName string, path *string
 	return out, labels, closeFn, nil
 }
 
-// isPretokenized tells whether path is JSON lines whose first record has input_ids.
+// jsonlLimits refuses examples longer than the model takes while the file is indexed, before a
+// line is held or decoded (the resource budget).
+func jsonlLimits(model models.Model) data.JSONLOptions {
+	fp, err := models.EstimateFootprint(model.Config())
+	if err != nil || fp.MaxPositions > math.MaxInt32 {
+		return data.JSONLOptions{}
+	}
+	return data.JSONLOptions{MaxSeqLength: int(fp.MaxPositions)}
+}
+
+// isPretokenized tells whether path is JSON lines whose first record has input_ids. Only the
+// record's keys are read (data.FirstRecordKeys streams the line), so a line of millions of ids is
+// not held here before the length limits see it.
 func isPretokenized(path string) (bool, error) {
 	if ext := strings.ToLower(filepath.Ext(path)); ext != ".jsonl" && ext != ".json" {
 		return false, nil
 	}
-	f, err := os.Open(path)
+	keys, err := data.FirstRecordKeys(path)
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	var first map[string]json.RawMessage
-	if err := dec.Decode(&first); err != nil {
-		return false, fmt.Errorf("%s: first line: %w", path, err)
-	}
-	_, ok := first["input_ids"]
-	return ok, nil
+	return slices.Contains(keys, "input_ids"), nil
 }
 
 // tokenizer loads --tokenizer_name, or the tokenizer.json of --model_name_or_path.
@@ -322,7 +329,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(tr.Args().OutputDir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(tr.Args().OutputDir); err != nil {
 		return err
 	}
 	if err := writeResults(filepath.Join(tr.Args().OutputDir, "eval_results.json"), metrics); err != nil {
@@ -337,5 +344,5 @@ func writeResults(path string, metrics map[string]float64) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return atomicfile.WriteFileBytes(path, append(b, '\n'))
 }

@@ -73,7 +73,7 @@ func TestTrainReproducesFixtures(t *testing.T) {
 		"adamw_linear_warmup":       {"--lr_scheduler_type", "linear", "--warmup_steps", "1", "--max_grad_norm", "0"},
 		"adamw_linear_warmup_clip1": {"--lr_scheduler_type", "linear", "--warmup_steps", "1", "--max_grad_norm", "1.0"},
 	}
-	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny"} {
+	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny", "gemma3-tiny", "qwen3-tiny"} {
 		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "models", fixture, "reference.json"))
 		if err != nil {
 			t.Fatal(err)

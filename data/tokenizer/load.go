@@ -16,9 +16,24 @@ type loadOptions struct {
 	cacheCapacity int
 }
 
-// maxFileSize bounds what FromFile reads or decompresses (the largest
-// published tokenizer.json files are a few tens of MB).
-const maxFileSize = 1 << 30
+// MaxFileSize bounds a tokenizer.json, read or decompressed: 128 MiB. The
+// largest published tokenizer.json files are 10-35 MB (Gemma 3's, a 262k
+// vocabulary, is about 33 MB), and parsing takes several times the file's
+// size in memory, so a larger file is refused before it is parsed — and a
+// gzip bomb (1 MB expanding to 1 GiB) after MaxFileSize+1 decompressed
+// bytes, never held whole. Plain and compressed files share the limit.
+const MaxFileSize = 128 << 20
+
+// ErrTooLarge is wrapped by the error for a tokenizer larger than
+// MaxFileSize.
+var ErrTooLarge = errors.New("tokenizer file too large")
+
+// tooLarge is the error for a file (or its decompressed content) over the
+// limit.
+func tooLarge(file, what string) error {
+	return &LoadError{File: file, Err: fmt.Errorf("%w: %s; the limit is %d MiB (tokenizer.MaxFileSize: published tokenizer.json files are under 40 MB)",
+		ErrTooLarge, what, MaxFileSize>>20)}
+}
 
 // FromFile loads a tokenizer from a tokenizer.json file, a gzip-compressed
 // tokenizer.json.gz, or a directory holding either.
@@ -46,9 +61,20 @@ func FromFile(path string) (*Pipeline, error) {
 		return nil, &LoadError{File: path, Err: err}
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxFileSize {
+		return nil, tooLarge(path, fmt.Sprintf("%d bytes", st.Size()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, &LoadError{File: path, Err: err}
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(path, "more than the limit")
+	}
+	if isGzip(data) {
+		if data, err = gunzip(path, data); err != nil {
+			return nil, err
+		}
 	}
 	return load(filepath.Base(path), data)
 }
@@ -59,20 +85,49 @@ func FromBytes(data []byte) (*Pipeline, error) {
 	return load("tokenizer.json", data)
 }
 
-func load(name string, data []byte) (*Pipeline, error) {
-	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, &LoadError{File: name, Err: fmt.Errorf("gzip: %w", err)}
-		}
-		plain, err := io.ReadAll(io.LimitReader(zr, maxFileSize+1))
-		if err != nil {
-			return nil, &LoadError{File: name, Err: fmt.Errorf("gzip: %w", err)}
-		}
-		data = plain
+func isGzip(data []byte) bool { return len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b }
+
+// gunzip decompresses at most MaxFileSize bytes; more is an error naming file.
+func gunzip(file string, data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, &LoadError{File: file, Err: fmt.Errorf("gzip: %w", err)}
 	}
-	if len(data) > maxFileSize {
-		return nil, &LoadError{File: name, Err: fmt.Errorf("larger than %d bytes", maxFileSize)}
+	// Read in 1 MiB chunks joined once at the end: what is allocated is at most the limit twice
+	// over, whatever the compression ratio (io.ReadAll's growth would copy as it grows).
+	var chunks [][]byte
+	total := 0
+	for {
+		chunk := make([]byte, 1<<20)
+		n, err := io.ReadFull(zr, chunk)
+		total += n
+		if total > MaxFileSize {
+			return nil, tooLarge(file, fmt.Sprintf("decompresses to more than %d bytes", MaxFileSize))
+		}
+		chunks = append(chunks, chunk[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, &LoadError{File: file, Err: fmt.Errorf("gzip: %w", err)}
+		}
+	}
+	plain := make([]byte, 0, total)
+	for _, c := range chunks {
+		plain = append(plain, c...)
+	}
+	return plain, nil
+}
+
+func load(name string, data []byte) (*Pipeline, error) {
+	if isGzip(data) {
+		var err error
+		if data, err = gunzip(name, data); err != nil {
+			return nil, err
+		}
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(name, fmt.Sprintf("%d bytes", len(data)))
 	}
 	p, err := parseTokenizer(data, loadOptions{cacheCapacity: defaultCacheSize})
 	if err != nil {

@@ -21,40 +21,7 @@ func TestBadJobRequests(t *testing.T) {
 	text := filepath.Join(src, "fmt", "print.go")
 	outside := filepath.Join(tmp, "outside.jsonl")
 	writeTokenJSONL(t, outside, 2, 8, 100)
-	// A valid from-scratch job, which each case breaks in one way.
-	good := func(extra string) string {
-		return fmt.Sprintf(`{"model_type": "gpt2", "config_overrides": "n_embd=32,n_layer=1,n_head=2,n_positions=32",
-			"tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz", "train_file": %q, "max_steps": 1%s}`, text, extra)
-	}
-	for _, c := range []struct {
-		name, body, field, msg string
-	}{
-		{"not JSON", `{"learning_rate": 3e-4,`, "", "POST /jobs body"},
-		{"not an object", `[1, 2]`, "", "top level"},
-		{"negative learning rate", good(`, "learning_rate": -1`), "learning_rate", "negative"},
-		{"wrong type", good(`, "per_device_train_batch_size": "eight"`), "per_device_train_batch_size", "per_device_train_batch_size"},
-		{"typo", good(`, "lerning_rate": 3e-4`), "lerning_rate", "did you mean learning_rate"},
-		{"fp16", good(`, "fp16": true`), "fp16", "bf16"},
-		{"unknown scheduler", good(`, "lr_scheduler_type": "sawtooth"`), "lr_scheduler_type", "sawtooth"},
-		{"output_dir", good(`, "output_dir": "/tmp/elsewhere"`), "output_dir", "set by the service"},
-		{"device", good(`, "device": "tpu"`), "device", `runs on "go"`},
-		{"num_devices", good(`, "num_devices": 4`), "num_devices", "1 device"},
-		{"resume true", good(`, "resume_from_checkpoint": "true"`), "resume_from_checkpoint", "new for each job"},
-		{"resume not a checkpoint", good(`, "resume_from_checkpoint": "testdata/models/gpt2-tiny"`), "resume_from_checkpoint", "not a committed checkpoint"},
-		{"no model", fmt.Sprintf(`{"train_file": %q, "tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz"}`, text), "model_name_or_path", "required"},
-		{"bad model_type", `{"model_type": "t5", "train_file": "x"}`, "model_type", `"t5"`},
-		{"override key", `{"model_type": "gpt2", "config_overrides": "n_embed=32", "train_file": "x"}`, "config_overrides", "n_embed isn't in the original config dict"},
-		{"override value", `{"model_type": "gpt2", "config_overrides": "n_layer=two", "train_file": "x"}`, "config_overrides", "n_layer=two: not an int"},
-		{"overrides with a model", `{"model_name_or_path": "testdata/models/gpt2-tiny", "config_overrides": "n_layer=1", "train_file": "x"}`, "config_overrides", "model_type"},
-		{"missing model dir", `{"model_name_or_path": "testdata/models/nope", "train_file": "x"}`, "model_name_or_path", "no such file"},
-		{"not a causal LM", `{"model_name_or_path": "testdata/models/bert-tiny", "train_file": "x"}`, "model_name_or_path", "not a causal language model"},
-		{"no train_file", `{"model_name_or_path": "testdata/models/gpt2-tiny"}`, "train_file", "required"},
-		{"train_file outside the roots", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q}`, outside), "train_file", "outside the directories"},
-		{"text without tokenizer", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q}`, text), "tokenizer_name", "required"},
-		{"tokenizer larger than the model", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q, "tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz"}`, text), "tokenizer_name", "vocab_size is 1000"},
-		{"block_size", good(`, "block_size": 0`), "block_size", "positive"},
-		{"hub dataset", good(`, "dataset_name": "wikitext"`), "dataset_name", "train_file"},
-	} {
+	for _, c := range badJobCases(text, outside) {
 		t.Run(c.name, func(t *testing.T) {
 			code, body := call(t, "POST", ts.url+"/jobs", c.body)
 			if code != http.StatusBadRequest {
@@ -104,6 +71,8 @@ func TestBadGenerateRequests(t *testing.T) {
 		{"prompt=a&top_p=2", "top_p"},
 		{"prompt=a&do_sample=maybe", "do_sample"},
 		{"prompt=a&seed=-1", "seed"},
+		{"prompt=a&do_sample=true&temperature=0", "temperature"}, // the library's rule: > 0 when sampling
+		{"prompt=a&do_sample=true&top_p=0", "top_p"},
 	} {
 		q, err := url.ParseQuery(c.query)
 		if err != nil {
@@ -119,5 +88,45 @@ func TestBadGenerateRequests(t *testing.T) {
 	if re != nil || g.prompt != "hi" || g.opts.MaxNewTokens != 7 || !g.opts.DoSample || g.opts.Temperature != 0.5 ||
 		g.opts.TopK != 3 || g.opts.TopP != 0.9 || g.opts.Seed != 11 {
 		t.Fatalf("parsed %+v, %v", g, re)
+	}
+}
+
+// badJobCase is a POST /jobs body with one problem: the field it names and a piece of the
+// message. text is a text file inside the allowed directories, outside a JSON-lines file
+// outside them. FuzzParseSpec seeds its corpus with these bodies.
+type badJobCase struct{ name, body, field, msg string }
+
+func badJobCases(text, outside string) []badJobCase {
+	// A valid from-scratch job, which each case breaks in one way.
+	good := func(extra string) string {
+		return fmt.Sprintf(`{"model_type": "gpt2", "config_overrides": "n_embd=32,n_layer=1,n_head=2,n_positions=32",
+			"tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz", "train_file": %q, "max_steps": 1%s}`, text, extra)
+	}
+	return []badJobCase{
+		{"not JSON", `{"learning_rate": 3e-4,`, "", "POST /jobs body"},
+		{"not an object", `[1, 2]`, "", "top level"},
+		{"negative learning rate", good(`, "learning_rate": -1`), "learning_rate", "negative"},
+		{"wrong type", good(`, "per_device_train_batch_size": "eight"`), "per_device_train_batch_size", "per_device_train_batch_size"},
+		{"typo", good(`, "lerning_rate": 3e-4`), "lerning_rate", "did you mean learning_rate"},
+		{"fp16", good(`, "fp16": true`), "fp16", "bf16"},
+		{"unknown scheduler", good(`, "lr_scheduler_type": "sawtooth"`), "lr_scheduler_type", "sawtooth"},
+		{"output_dir", good(`, "output_dir": "/tmp/elsewhere"`), "output_dir", "set by the service"},
+		{"device", good(`, "device": "tpu"`), "device", `runs on "go"`},
+		{"num_devices", good(`, "num_devices": 4`), "num_devices", "1 device"},
+		{"resume true", good(`, "resume_from_checkpoint": "true"`), "resume_from_checkpoint", "new for each job"},
+		{"resume not a checkpoint", good(`, "resume_from_checkpoint": "testdata/models/gpt2-tiny"`), "resume_from_checkpoint", "not a committed checkpoint"},
+		{"no model", fmt.Sprintf(`{"train_file": %q, "tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz"}`, text), "model_name_or_path", "required"},
+		{"bad model_type", `{"model_type": "t5", "train_file": "x"}`, "model_type", `"t5"`},
+		{"override key", `{"model_type": "gpt2", "config_overrides": "n_embed=32", "train_file": "x"}`, "config_overrides", "n_embed isn't in the original config dict"},
+		{"override value", `{"model_type": "gpt2", "config_overrides": "n_layer=two", "train_file": "x"}`, "config_overrides", "n_layer=two: not an int"},
+		{"overrides with a model", `{"model_name_or_path": "testdata/models/gpt2-tiny", "config_overrides": "n_layer=1", "train_file": "x"}`, "config_overrides", "model_type"},
+		{"missing model dir", `{"model_name_or_path": "testdata/models/nope", "train_file": "x"}`, "model_name_or_path", "not a file this service can read"},
+		{"not a causal LM", `{"model_name_or_path": "testdata/models/bert-tiny", "train_file": "x"}`, "model_name_or_path", "not a causal language model"},
+		{"no train_file", `{"model_name_or_path": "testdata/models/gpt2-tiny"}`, "train_file", "required"},
+		{"train_file outside the roots", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q}`, outside), "train_file", "not a file this service can read"},
+		{"text without tokenizer", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q}`, text), "tokenizer_name", "required"},
+		{"tokenizer larger than the model", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q, "tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz"}`, text), "tokenizer_name", "vocab_size is 1000"},
+		{"block_size", good(`, "block_size": 0`), "block_size", "positive"},
+		{"hub dataset", good(`, "dataset_name": "wikitext"`), "dataset_name", "train_file"},
 	}
 }

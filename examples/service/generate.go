@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gotpu/gotpu/checkpoint"
+	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/models"
 )
 
@@ -95,6 +96,18 @@ func parseGenerateParams(q url.Values) (generateParams, *requestError) {
 		}
 		g.opts.Seed = v
 	}
+	if len(re.Fields) == 0 {
+		// The library's own rules (temperature and top_p above 0 when sampling, …): a request
+		// they refuse is the client's mistake, answered 400 naming the field, never a 500 later.
+		if err := g.opts.Validate(); err != nil {
+			var oe *models.GenerateOptionError
+			if errors.As(err, &oe) {
+				re.add(oe.Field, "%v: %s", oe.Value, oe.Reason)
+			} else {
+				re.add("generation", "%v", err)
+			}
+		}
+	}
 	if len(re.Fields) > 0 {
 		return g, re
 	}
@@ -128,11 +141,25 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
-	tok, err := j.Tokenizer()
-	if err != nil {
-		s.met.gens.WithLabelValues("error").Inc()
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading the job's tokenizer: %v", err), nil)
+	// The slot bounds the tokenizers and models that generation holds at once.
+	select {
+	case s.genSlot <- struct{}{}:
+		defer func() { <-s.genSlot }()
+	case <-r.Context().Done():
 		return
+	}
+	// The tokenizer is borrowed for this request only: shared with the job while it runs (or
+	// other requests), loaded again after the last holder let it go.
+	var tok tokenizer.Tokenizer
+	if j.tokPath != "" {
+		t, release, err := s.toks.acquire(r.Context(), j.tokPath)
+		if err != nil {
+			s.met.gens.WithLabelValues("error").Inc()
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading the job's tokenizer: %v", err), nil)
+			return
+		}
+		defer release()
+		tok = t
 	}
 	resp := generateResponse{Job: j.ID, Checkpoint: dir, Step: step, Prompt: g.prompt, PromptIDs: g.promptIDs}
 	if g.prompt != "" {
@@ -152,12 +179,6 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	select {
-	case s.genSlot <- struct{}{}:
-		defer func() { <-s.genSlot }()
-	case <-r.Context().Done():
-		return
-	}
 	start := time.Now()
 	m, err := models.Load(r.Context(), s.rt, dir, models.LoadOptions{})
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 
 // repoRoot is the repository root, which relative paths in the tests' job requests are relative
 // to (the service's working directory when run with `go run ./examples/service`).
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -32,7 +32,7 @@ func repoRoot(t *testing.T) string {
 }
 
 // goSrc is $(go env GOROOT)/src: real text every machine with Go has.
-func goSrc(t *testing.T) string {
+func goSrc(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
@@ -42,7 +42,7 @@ func goSrc(t *testing.T) string {
 }
 
 // openRuntime opens the pure-Go backend for a test.
-func openRuntime(t *testing.T) *xla.Runtime {
+func openRuntime(t testing.TB) *xla.Runtime {
 	t.Helper()
 	rt, err := xla.Open(context.Background(), xla.Config{Device: "go", NumDevices: 1})
 	if err != nil {
@@ -61,6 +61,12 @@ type testServer struct {
 
 func startServer(t *testing.T, rt *xla.Runtime, cfg Config) *testServer {
 	t.Helper()
+	return startServerWith(t, rt, cfg, nil)
+}
+
+// startServerWith is startServer with the loopback listener wrapped by wrap (when not nil).
+func startServerWith(t *testing.T, rt *xla.Runtime, cfg Config, wrap func(net.Listener) net.Listener) *testServer {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -71,6 +77,9 @@ func startServer(t *testing.T, rt *xla.Runtime, cfg Config) *testServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -105,12 +114,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 // call makes one request and returns the status and body.
 func call(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
+	code, _, b := callHeader(t, method, url, body, nil)
+	return code, b
+}
+
+// callHeader makes one request with extra headers and returns the status, the answer's headers
+// and its body.
+func callHeader(t *testing.T, method, url, body string, h http.Header) (int, http.Header, []byte) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -121,7 +141,7 @@ func call(t *testing.T, method, url, body string) (int, []byte) {
 	if err != nil {
 		t.Fatalf("%s %s: reading the body: %v", method, url, err)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, resp.Header, b
 }
 
 // callJSON makes a request, checks the status and decodes the JSON answer into out.
@@ -232,7 +252,7 @@ func metricValue(t *testing.T, text, series string) float64 {
 
 // writeTokenJSONL writes n pre-tokenized examples of length L with ids below vocab: arithmetic
 // sequences, something a tiny model learns quickly.
-func writeTokenJSONL(t *testing.T, path string, n, L, vocab int) {
+func writeTokenJSONL(t testing.TB, path string, n, L, vocab int) {
 	t.Helper()
 	var b strings.Builder
 	for i := range n {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gotpu/gotpu/checkpoint"
-	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/trainer"
 )
 
@@ -70,8 +69,11 @@ type Progress struct {
 // Job is one training run. Its goroutine (Server.runJob) is the only writer of its progress;
 // HTTP handlers read snapshots.
 type Job struct {
-	ID   string
-	Dir  string // output_dir: checkpoints, final model, job.json
+	ID  string
+	Dir string // output_dir: checkpoints, final model, job.json
+	// spec is the checked request, with the tokenizer it borrowed from the server's cache. Once
+	// the job's goroutine has started only that goroutine touches it, and it drops it when the
+	// job ends (dropSpec): a finished job keeps its small progress record, not its request.
 	spec *jobSpec
 
 	// cancel stops the job's context: the trainer finishes its current update, saves a
@@ -89,16 +91,14 @@ type Job struct {
 	firstStep   int
 	firstStepAt time.Time
 
-	// tokPath is the tokenizer's file ("" without one); tok is loaded from it on first use for
-	// a job restored from disk.
+	// tokPath is the tokenizer's file ("" without one): generation borrows it from the server's
+	// tokenizer cache for the length of a request.
 	tokPath string
-	tokMu   sync.Mutex
-	tok     tokenizer.Tokenizer
 }
 
 func newJob(id, dir string, spec *jobSpec, now time.Time) *Job {
 	j := &Job{ID: id, Dir: dir, spec: spec, done: make(chan struct{}), changed: make(chan struct{}), firstStep: -1,
-		tokPath: spec.TokenizerPath, tok: spec.Tokenizer}
+		tokPath: spec.TokenizerPath}
 	j.p = Progress{ID: id, State: StateQueued, OutputDir: dir, CreatedAt: now.UTC(), URLs: jobURLs(id)}
 	return j
 }
@@ -132,19 +132,13 @@ func (j *Job) Snapshot() (Progress, uint64, <-chan struct{}) {
 	return p, v, ch
 }
 
-// Tokenizer returns the job's tokenizer, or nil for a job trained on token ids without one.
-func (j *Job) Tokenizer() (tokenizer.Tokenizer, error) {
-	j.tokMu.Lock()
-	defer j.tokMu.Unlock()
-	if j.tok != nil || j.tokPath == "" {
-		return j.tok, nil
+// dropSpec releases the job's tokenizer and forgets its request; the job's goroutine calls it
+// once the job has ended and job.json has its last record.
+func (j *Job) dropSpec() {
+	if j.spec != nil {
+		j.spec.release()
+		j.spec = nil
 	}
-	tok, err := tokenizer.FromFile(j.tokPath)
-	if err != nil {
-		return nil, err
-	}
-	j.tok = tok
-	return tok, nil
 }
 
 // State returns the job's current state.

@@ -3,12 +3,14 @@
 // events, Prometheus metrics), cancel them (the trainer finishes its step and commits a
 // checkpoint) and generate text from their latest checkpoint.
 //
-//	go run ./examples/service -addr :8080
-//	go run ./examples/service -addr :8080 -device tpu -data_dir /mnt/jobs -input_roots /mnt/data
+//	go run ./examples/service                    # 127.0.0.1:8080, this machine only
+//	go run ./examples/service -addr :8080 -auth_token_file /etc/gotpu/token -device tpu -data_dir /mnt/jobs -input_roots /mnt/data
 //
 // Endpoints: POST /jobs, GET /jobs, GET /jobs/{id}, GET /jobs/{id}/events, DELETE /jobs/{id},
 // GET /jobs/{id}/generate, GET /metrics, GET /healthz. The request format, the answers and curl
-// lines for each are in README.md.
+// lines for each are in README.md. The service listens on loopback unless -addr says otherwise;
+// beyond loopback it requires a bearer token (-auth_token_file or GOTPU_SERVICE_TOKEN) on every
+// endpoint but /healthz.
 //
 // SIGTERM or SIGINT shut the service down gracefully: it stops accepting connections, cancels
 // the running jobs (each commits a checkpoint after its current step), waits for them and exits
@@ -31,22 +33,36 @@ import (
 	"github.com/gotpu/gotpu/xla"
 )
 
+// defaultAddr is where the service listens unless told otherwise: this machine only. Listening
+// beyond it is an explicit choice (-addr), which needs a token.
+const defaultAddr = "127.0.0.1:8080"
+
 func main() {
-	addr := flag.String("addr", ":8080", "listen address (host:port; port 0 picks a free one)")
+	addr := flag.String("addr", defaultAddr, "listen address (host:port; port 0 picks a free one); beyond loopback it needs -auth_token_file or "+tokenEnv)
 	device := flag.String("device", "auto", "auto, tpu, cuda, cpu or go")
 	numDevices := flag.Int("num_devices", 0, "devices to use (0: all; on the pure-Go backend, that many virtual devices)")
 	dataDir := flag.String("data_dir", filepath.Join("out", "service"), "where jobs write: <data_dir>/jobs/<id> is each job's output_dir")
 	inputRoots := flag.String("input_roots", ".", "comma-separated directories jobs may read models, tokenizers and data from")
 	maxRunning := flag.Int("max_running", 1, "jobs that train at once (the others wait, queued)")
+	maxQueued := flag.Int("max_queued", defaultMaxQueued, "jobs that may wait for a training slot; beyond it POST /jobs answers 429")
 	maxGenerating := flag.Int("max_generating", 1, "generation requests served at once")
+	tokenFile := flag.String("auth_token_file", "", "file holding the bearer token every request but /healthz must carry (or set "+tokenEnv+"); required beyond loopback")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	token, err := loadAuthToken(*tokenFile, os.LookupEnv, log)
+	if err == nil {
+		err = checkExposure(ctx, *addr, token != "")
+	}
+	if err != nil {
+		log.Error("service", "error", err)
+		os.Exit(1)
+	}
 	cfg := Config{
 		DataDir: *dataDir, InputRoots: strings.Split(*inputRoots, ","),
-		MaxRunning: *maxRunning, MaxGenerating: *maxGenerating, Logger: log,
+		MaxRunning: *maxRunning, MaxQueued: *maxQueued, MaxGenerating: *maxGenerating, Logger: log, AuthToken: token,
 	}
 	if err := run(ctx, cfg, xla.Config{Device: *device, NumDevices: *numDevices}, *addr); err != nil {
 		log.Error("service", "error", err)
@@ -69,8 +85,18 @@ func run(ctx context.Context, cfg Config, xc xla.Config, addr string) (err error
 	if err != nil {
 		return err
 	}
+	if addr != defaultAddr {
+		// Where a service listens decides who can reach it: a choice other than the default is
+		// said out loud, beyond loopback all the more.
+		msg := "listening on an explicitly chosen address (loopback)"
+		if !listenerIsLoopback(ln) {
+			msg = "listening on an explicitly chosen address BEYOND LOOPBACK: every request but /healthz needs the bearer token"
+		}
+		cfg.Logger.Warn(msg, "addr", addr, "listener", ln.Addr().String())
+	}
 	// Printed on stdout so scripts (and the SIGTERM test) can find a port picked with :0.
 	fmt.Printf("listening on http://%s (%s, %d device(s))\n", ln.Addr(), rt.Kind(), rt.NumDevices())
-	cfg.Logger.Info("serving", "addr", ln.Addr().String(), "device", rt.Kind(), "num_devices", rt.NumDevices(), "data_dir", cfg.DataDir)
+	cfg.Logger.Info("serving", "addr", ln.Addr().String(), "device", rt.Kind(), "num_devices", rt.NumDevices(),
+		"data_dir", cfg.DataDir, "auth", cfg.AuthToken != "")
 	return srv.Serve(ctx, ln)
 }

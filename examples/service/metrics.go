@@ -12,8 +12,9 @@ import (
 
 // serviceMetrics are the metrics the handlers update themselves.
 type serviceMetrics struct {
-	gens    *prometheus.CounterVec
-	streams prometheus.Gauge
+	gens         *prometheus.CounterVec
+	streams      prometheus.Gauge
+	unauthorized prometheus.Counter
 }
 
 // newRegistry builds the service's own registry (never the global default one, so several
@@ -30,12 +31,28 @@ func newRegistry(s *Server) (*prometheus.Registry, serviceMetrics) {
 			Name: "gotpu_event_streams",
 			Help: "Server-sent event streams (GET /jobs/{id}/events) open now.",
 		}),
+		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gotpu_http_unauthorized_total",
+			Help: "Requests refused for a missing or wrong bearer token.",
+		}),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newJobCollector(s),
-		m.gens, m.streams,
+		m.gens, m.streams, m.unauthorized,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gotpu_tokenizer_loads_total",
+			Help: "Tokenizer files loaded (jobs and generation requests on the same file share one load while any of them holds it).",
+		}, func() float64 { n, _ := s.toks.stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gotpu_tokenizers_loaded",
+			Help: "Tokenizers in memory now, held by queued or running jobs and generation requests.",
+		}, func() float64 { _, n := s.toks.stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gotpu_http_requests_in_flight",
+			Help: "HTTP requests being handled now (event streams included).",
+		}, func() float64 { return float64(s.requestsInFlight()) }),
 	)
 	return reg, m
 }

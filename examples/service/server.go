@@ -14,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +42,37 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Logger receives the service's and the trainers' logs (nil: slog.Default()).
 	Logger *slog.Logger
+
+	// AuthToken, when set, is the bearer token every request must carry
+	// ("Authorization: Bearer <token>"), except GET /healthz. Serve refuses a listener beyond
+	// loopback without one.
+	AuthToken string
+	// MaxQueued is how many jobs may wait for a training slot (0: 8); beyond it POST /jobs
+	// answers 429 with Retry-After.
+	MaxQueued int
+
+	// Slow or idle clients must not hold connections (and shutdown) for ever.
+	//
+	// ReadHeaderTimeout bounds reading a request's headers (0: 10 s), ReadTimeout the whole
+	// request including its body (0: 60 s; a body is at most 1 MiB), and IdleTimeout how long a
+	// kept-alive connection may wait for its next request (0: 120 s). WriteTimeout bounds writing
+	// each answer from its first byte (0: 60 s), so a client that stops reading cannot hold a
+	// handler; on an event stream it bounds each event instead, since the stream itself lasts as
+	// long as its job.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, WriteTimeout time.Duration
 }
+
+// Defaults of Config's zero fields.
+const (
+	defaultMaxQueued         = 8
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultReadTimeout       = 60 * time.Second
+	defaultIdleTimeout       = 120 * time.Second
+	defaultWriteTimeout      = 60 * time.Second
+	// retryAfterSeconds is the Retry-After of a 429: a guess at when a queued job will have
+	// started, since jobs take minutes; clients back off rather than poll.
+	retryAfterSeconds = 30
+)
 
 // Server is the HTTP service: it owns the jobs, their goroutines and the metrics registry.
 //
@@ -56,6 +88,11 @@ type Server struct {
 	reg   *prometheus.Registry
 	met   serviceMetrics
 	now   func() time.Time
+	auth  *authenticator  // nil: no token required
+	toks  *tokenizerCache // tokenizers shared by the jobs and generation requests using them
+
+	// inFlight counts the HTTP handlers running now (event streams included).
+	inFlight atomic.Int64
 
 	slots   chan struct{} // training slots (MaxRunning)
 	genSlot chan struct{} // generation slots (MaxGenerating)
@@ -68,6 +105,7 @@ type Server struct {
 	mu      sync.Mutex
 	jobs    map[string]*Job
 	order   []*Job
+	queued  int // jobs whose goroutine has not yet taken a training slot nor ended (MaxQueued)
 	closing bool
 }
 
@@ -89,6 +127,25 @@ func NewServer(cfg Config, rt *xla.Runtime) (*Server, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 30 * time.Second
 	}
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = defaultMaxQueued
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.ReadHeaderTimeout, defaultReadHeaderTimeout}, {&cfg.ReadTimeout, defaultReadTimeout},
+		{&cfg.IdleTimeout, defaultIdleTimeout}, {&cfg.WriteTimeout, defaultWriteTimeout},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.AuthToken != "" {
+		if err := checkToken(cfg.AuthToken); err != nil {
+			return nil, fmt.Errorf("service: Config.AuthToken: %w", err)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -108,6 +165,7 @@ func NewServer(cfg Config, rt *xla.Runtime) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, rt: rt, log: cfg.Logger, paths: paths, now: time.Now,
+		auth: newAuthenticator(cfg.AuthToken), toks: newTokenizerCache(nil),
 		slots: make(chan struct{}, cfg.MaxRunning), genSlot: make(chan struct{}, cfg.MaxGenerating),
 		jobs: map[string]*Job{},
 	}
@@ -127,31 +185,48 @@ func NewServer(cfg Config, rt *xla.Runtime) (*Server, error) {
 	return s, nil
 }
 
-// Handler routes the service's endpoints.
+// Handler routes the service's endpoints. Every endpoint but /healthz requires the token (when
+// one is configured), and every answer but the event stream gets a write deadline.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /jobs", s.handleCreate)
-	mux.HandleFunc("GET /jobs", s.handleList)
-	mux.HandleFunc("GET /jobs/{id}", s.handleGet)
-	mux.HandleFunc("DELETE /jobs/{id}", s.handleCancel)
-	mux.HandleFunc("GET /jobs/{id}/events", s.handleEvents)
-	mux.HandleFunc("GET /jobs/{id}/generate", s.handleGenerate)
-	mux.Handle("GET /metrics", metricsHandler(s.reg, s.log))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	route := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.writeDeadline(s.requireToken(h)))
+	}
+	route("POST /jobs", s.handleCreate)
+	route("GET /jobs", s.handleList)
+	route("GET /jobs/{id}", s.handleGet)
+	route("DELETE /jobs/{id}", s.handleCancel)
+	route("GET /jobs/{id}/generate", s.handleGenerate)
+	route("GET /metrics", metricsHandler(s.reg, s.log).ServeHTTP)
+	// The event stream sets a deadline per event itself (sse.go).
+	mux.Handle("GET /jobs/{id}/events", s.requireToken(http.HandlerFunc(s.handleEvents)))
+	// /healthz is open: liveness probes and load balancers rarely carry secrets, and it tells
+	// only that the service is up and on which device kind — nothing about jobs.
+	mux.Handle("GET /healthz", s.writeDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "device": s.rt.Kind(), "num_devices": s.rt.NumDevices()})
-	})
-	return mux
+	})))
+	return s.countInFlight(mux)
 }
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: no new connections or jobs,
 // every job cancelled (each finishes its current update and commits a checkpoint), every job
 // waited for, then the HTTP requests still in flight (event streams end with their jobs). It
 // returns nil after a graceful shutdown.
+//
+// Serve refuses a listener beyond loopback unless Config.AuthToken is set.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.auth == nil && !listenerIsLoopback(ln) {
+		ln.Close()
+		return fmt.Errorf("service: %s is beyond loopback and Config.AuthToken is empty: anyone who reaches it could start, cancel and read jobs", ln.Addr())
+	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		// No server-wide WriteTimeout: it would cut event streams, which last as long as their
+		// job. Answers get per-handler deadlines instead (writeDeadline, and per event).
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -215,6 +290,13 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) (*Job, bool) {
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	// The cap is checked first, before the body is read or anything loaded, so that a full
+	// queue costs nothing; it is checked again when the job is added (another POST may have
+	// filled the last place meanwhile).
+	if s.queueFull() {
+		s.refuseQueueFull(w)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("reading the body: %v", err), nil)
@@ -234,7 +316,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("creating the job directory: %v", err), nil)
 		return
 	}
-	spec, err := parseSpec(body, specEnv{paths: s.paths, jobDir: dir, deviceKind: s.rt.Kind(), numDevices: s.rt.NumDevices()})
+	spec, err := parseSpec(r.Context(), body, specEnv{paths: s.paths, jobDir: dir, deviceKind: s.rt.Kind(), numDevices: s.rt.NumDevices(), toks: s.toks, rt: s.rt})
 	if err != nil {
 		os.RemoveAll(dir)
 		var re *requestError
@@ -245,23 +327,35 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
+	// Until the job's goroutine owns the spec, every way out releases its tokenizer.
+	discard := func() {
+		spec.release()
+		os.RemoveAll(dir)
+	}
 	j := newJob(id, dir, spec, s.now())
 	if err := saveJob(j); err != nil {
-		os.RemoveAll(dir)
+		discard()
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		os.RemoveAll(dir)
+		discard()
 		writeError(w, http.StatusServiceUnavailable, "the service is shutting down", nil)
+		return
+	}
+	if s.queued >= s.cfg.MaxQueued {
+		s.mu.Unlock()
+		discard()
+		s.refuseQueueFull(w)
 		return
 	}
 	ctx, cancel := context.WithCancel(s.jobsCtx)
 	j.cancel = cancel
 	s.jobs[id] = j
 	s.order = append(s.order, j)
+	s.queued++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go s.runJob(ctx, j)
@@ -270,6 +364,25 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	p, _, _ := j.Snapshot()
 	w.Header().Set("Location", p.URLs["self"])
 	writeJSON(w, http.StatusCreated, p)
+}
+
+// queueFull reports whether MaxQueued jobs wait for a training slot.
+func (s *Server) queueFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued >= s.cfg.MaxQueued
+}
+
+func (s *Server) refuseQueueFull(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("%d jobs are already queued for a training slot (the service's limit, -max_queued); retry later or cancel one", s.cfg.MaxQueued), nil)
+}
+
+// leftQueue records that a job's goroutine has taken a training slot or ended while queued.
+func (s *Server) leftQueue() {
+	s.mu.Lock()
+	s.queued--
+	s.mu.Unlock()
 }
 
 func (s *Server) isClosing() bool {
@@ -284,10 +397,14 @@ func (s *Server) runJob(ctx context.Context, j *Job) {
 	defer s.wg.Done()
 	defer close(j.done)
 	defer j.cancel()
+	// Runs before done is closed: whoever waits for the job (DELETE) sees its tokenizer
+	// released and its request dropped.
+	defer j.dropSpec()
 	log := s.log.With("job", j.ID)
 	var err error
 	select {
 	case s.slots <- struct{}{}:
+		s.leftQueue()
 		defer func() { <-s.slots }()
 		if err = ctx.Err(); err == nil {
 			j.update(func(p *Progress) {
@@ -301,6 +418,7 @@ func (s *Server) runJob(ctx context.Context, j *Job) {
 			err = train(ctx, s.rt, j, log, s.now)
 		}
 	case <-ctx.Done():
+		s.leftQueue()
 		err = ctx.Err()
 	}
 	st := j.finish(err, ctx.Err() != nil, s.now())

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,10 +18,25 @@ import (
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/models/llama"
 	"github.com/gotpu/gotpu/trainer"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // maxBodyBytes bounds a POST /jobs body: an argument file is a few kB.
 const maxBodyBytes = 1 << 20
+
+// maxConfigBytes bounds a config.json the service reads while checking a request (an HF
+// config is a few kB); a request must not make it read a large file into memory.
+const maxConfigBytes = 1 << 20
+
+// maxFirstRecordBytes bounds what is read of a .json/.jsonl data file to tell pre-tokenized
+// data from text (its first record).
+const maxFirstRecordBytes = 16 << 20
+
+// defaultSaveTotalLimit is the save_total_limit of a job whose request sets none: without one,
+// a job with a small save_steps keeps every checkpoint (85 checkpoints, 284 MB in 40 s were
+// seen). Two keep the newest, to resume and generate from, and the one before it; a request
+// that wants more says so.
+const defaultSaveTotalLimit = 2
 
 // jobSpec is a checked POST /jobs body: the TrainingArguments and HF run_clm.py's model/data
 // arguments, with every path resolved and every cheap check already done, so that a job fails
@@ -35,10 +52,16 @@ type jobSpec struct {
 	Config    models.Config
 	VocabSize int
 	MaxPos    int
+	// modelCfg is the model's config whichever the source, for the resource budget; modelField
+	// is the request field it came from.
+	modelCfg   models.Config
+	modelField string
 	// Tokenizer is tokenizer_name (or the model directory's tokenizer.json); nil only for
-	// pre-tokenized data without one, where generation takes token ids.
+	// pre-tokenized data without one, where generation takes token ids. It is borrowed from the
+	// server's tokenizer cache; releaseTok gives it back (release).
 	Tokenizer     tokenizer.Tokenizer
 	TokenizerPath string
+	releaseTok    func()
 	TrainFile     string
 	EvalFile      string
 	// Pretokenized: the files are JSON lines with input_ids; otherwise text, grouped into
@@ -60,6 +83,15 @@ type fieldError struct {
 type requestError struct {
 	Fields []fieldError
 	cause  error
+}
+
+// release gives the spec's tokenizer back to the cache. It may be called more than once.
+func (s *jobSpec) release() {
+	if s.releaseTok != nil {
+		s.releaseTok()
+		s.releaseTok = nil
+	}
+	s.Tokenizer = nil
 }
 
 func (e *requestError) Error() string {
@@ -108,20 +140,30 @@ type specEnv struct {
 	jobDir     string // the job's output_dir, already created
 	deviceKind string // the runtime's kind ("go", "tpu", ...)
 	numDevices int
+	toks       *tokenizerCache
+	// rt, when set, is the runtime the job will train on: the spec's model and batch are checked
+	// against its memory (trainer.CheckBudget) before the job is accepted.
+	rt *xla.Runtime
 }
 
 // parseSpec checks a POST /jobs body. Problems come back as *requestError (a 400); the body's
-// own field names are used in every message.
-func parseSpec(body []byte, env specEnv) (*jobSpec, error) {
+// own field names are used in every message. A spec with a tokenizer holds it in env.toks until
+// its release method is called.
+func parseSpec(ctx context.Context, body []byte, env specEnv) (_ *jobSpec, err error) {
 	args, md, err := trainer.ParseTrainingArgumentsJSON(body, "POST /jobs body")
 	if err != nil {
 		return nil, fromArgumentsError(err)
 	}
 	s := &jobSpec{Body: json.RawMessage(bytes.TrimSpace(body)), Args: *args}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
 	re := &requestError{}
 	s.checkServiceFields(re, env)
 	s.resolveModel(re, md, env)
-	s.resolveData(re, md, env)
+	s.resolveData(ctx, re, md, env)
 	if err := re.errOrNil(); err != nil {
 		return nil, err
 	}
@@ -134,7 +176,37 @@ func parseSpec(body []byte, env specEnv) (*jobSpec, error) {
 	if err := check.Validate(); err != nil {
 		return nil, fromArgumentsError(err)
 	}
+	if err := s.checkBudget(env, check); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkBudget refuses, as a 400, a model and batch that cannot fit in the memory of the
+// service's runtime (trainer.CheckBudget: parameters, gradients, optimizer state, activations
+// and input batches against the host's available memory on the pure-Go backend), before anything
+// is allocated: such a job would otherwise be accepted and then take the process down with an
+// out-of-memory fatal error. The trainer checks again when the job starts (memory may have gone
+// to other jobs meanwhile).
+func (s *jobSpec) checkBudget(env specEnv, args trainer.TrainingArguments) error {
+	if env.rt == nil || s.modelCfg == nil {
+		return nil
+	}
+	est, err := trainer.CheckBudget(env.rt, trainer.BudgetRequest{Model: s.modelCfg, Args: args, Replicas: args.NumDevices, SeqLen: s.BlockSize})
+	if err == nil {
+		return nil
+	}
+	var fe *trainer.FieldError
+	if errors.As(err, &fe) {
+		return &requestError{Fields: []fieldError{{Field: fe.Field, Message: fe.Error()}}, cause: err}
+	}
+	// The field to change: the model when its state (parameters, gradients, optimizer) is most
+	// of the estimate, else the batch.
+	field := "per_device_train_batch_size"
+	if state := est.Parameters + est.Gradients + est.Optimizer; state >= est.Activations && state >= est.Inputs {
+		field = s.modelField
+	}
+	return &requestError{Fields: []fieldError{{Field: field, Message: field + ": " + err.Error()}}, cause: err}
 }
 
 // checkServiceFields handles the TrainingArguments the service decides itself: where a job
@@ -148,6 +220,10 @@ func (s *jobSpec) checkServiceFields(re *requestError, env specEnv) {
 		re.add("logging_dir", "set by the service (output_dir/runs/...); remove it")
 	}
 	s.Args.OutputDir = env.jobDir
+	if s.Args.SaveTotalLimit == nil {
+		limit := defaultSaveTotalLimit
+		s.Args.SaveTotalLimit = &limit
+	}
 	// A server has no terminal to draw progress bars on; progress is served by GET /jobs/{id}.
 	tqdmOff := true
 	s.Args.DisableTqdm = &tqdmOff
@@ -169,9 +245,9 @@ func (s *jobSpec) checkServiceFields(re *requestError, env specEnv) {
 	default:
 		dir, err := env.paths.resolve(r)
 		if err != nil {
-			re.add("resume_from_checkpoint", "%v", err)
+			re.add("resume_from_checkpoint", "%q: %v", r, err)
 		} else if !checkpoint.IsCommitted(dir) {
-			re.add("resume_from_checkpoint", "%s is not a committed checkpoint", dir)
+			re.add("resume_from_checkpoint", "%q is not a committed checkpoint", r)
 		} else {
 			s.Args.ResumeFromCheckpoint = dir
 		}
@@ -197,24 +273,24 @@ func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments,
 			return
 		}
 		if s.ModelDir, err = env.paths.resolve(modelDir); err != nil {
-			re.add("model_name_or_path", "%v", err)
+			re.add("model_name_or_path", "%q: %v", modelDir, err)
 			return
 		}
-		if cfg, err = models.ParseConfig(filepath.Join(s.ModelDir, "config.json")); err != nil {
-			re.add("model_name_or_path", "%v", err)
+		if cfg, err = parseConfig(filepath.Join(s.ModelDir, "config.json")); err != nil {
+			re.add("model_name_or_path", "%s", relabel(err, s.ModelDir, modelDir))
 			return
 		}
 	case configName != "":
 		path, err := env.paths.resolve(configName)
 		if err != nil {
-			re.add("config_name", "%v", err)
+			re.add("config_name", "%q: %v", configName, err)
 			return
 		}
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			path = filepath.Join(path, "config.json")
 		}
-		if cfg, err = models.ParseConfig(path); err != nil {
-			re.add("config_name", "%v", err)
+		if cfg, err = parseConfig(path); err != nil {
+			re.add("config_name", "%s", relabel(err, path, configName))
 			return
 		}
 	case modelType != "":
@@ -243,13 +319,39 @@ func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments,
 	if modelDir == "" {
 		s.Config = cfg
 	}
+	s.modelCfg = cfg
+	switch {
+	case modelDir != "":
+		s.modelField = "model_name_or_path"
+	case configName != "":
+		s.modelField = "config_name"
+	case overrides != "":
+		s.modelField = "config_overrides"
+	default:
+		s.modelField = "model_type"
+	}
 	if dt := str(md.TorchDtype); dt != "" && dt != "auto" && dt != "float32" {
 		re.add("torch_dtype", "%q: the service keeps float32 master weights (use bf16: true for bfloat16 compute)", dt)
 	}
 }
 
+// parseConfig is models.ParseConfig for a file of at most maxConfigBytes.
+func parseConfig(path string) (models.Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), bareError(err))
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, want a config.json", filepath.Base(path))
+	}
+	if st.Size() > maxConfigBytes {
+		return nil, fmt.Errorf("%s is %d bytes; a config.json is at most %d here", filepath.Base(path), st.Size(), maxConfigBytes)
+	}
+	return models.ParseConfig(path)
+}
+
 // resolveData checks the data files and the tokenizer.
-func (s *jobSpec) resolveData(re *requestError, md *trainer.ModelDataArguments, env specEnv) {
+func (s *jobSpec) resolveData(ctx context.Context, re *requestError, md *trainer.ModelDataArguments, env specEnv) {
 	for _, f := range []struct {
 		name string
 		set  bool
@@ -279,21 +381,21 @@ func (s *jobSpec) resolveData(re *requestError, md *trainer.ModelDataArguments, 
 		return
 	}
 	if s.TrainFile, err = env.paths.resolve(*md.TrainFile); err != nil {
-		re.add("train_file", "%v", err)
+		re.add("train_file", "%q: %v", *md.TrainFile, err)
 		return
 	}
 	if s.Pretokenized, err = isPretokenized(s.TrainFile); err != nil {
-		re.add("train_file", "%v", err)
+		re.add("train_file", "%q: %v", *md.TrainFile, err)
 		return
 	}
 	if v := str(md.ValidationFile); v != "" {
 		if s.EvalFile, err = env.paths.resolve(v); err != nil {
-			re.add("validation_file", "%v", err)
+			re.add("validation_file", "%q: %v", v, err)
 			return
 		}
 		pre, err := isPretokenized(s.EvalFile)
 		if err != nil {
-			re.add("validation_file", "%v", err)
+			re.add("validation_file", "%q: %v", v, err)
 			return
 		}
 		if pre != s.Pretokenized {
@@ -313,30 +415,30 @@ func (s *jobSpec) resolveData(re *requestError, md *trainer.ModelDataArguments, 
 	}
 
 	tokPath := str(md.TokenizerName)
-	field := "tokenizer_name"
+	field, given := "tokenizer_name", tokPath
 	if tokPath == "" && s.ModelDir != "" {
 		for _, name := range []string{"tokenizer.json", "tokenizer.json.gz"} {
 			if _, err := os.Stat(filepath.Join(s.ModelDir, name)); err == nil {
-				tokPath, field = s.ModelDir, "model_name_or_path"
+				tokPath, field, given = s.ModelDir, "model_name_or_path", str(md.ModelNameOrPath)
 			}
 		}
 	}
 	if tokPath == "" {
 		if !s.Pretokenized {
-			re.add("tokenizer_name", "required: train_file %s is text (give a tokenizer.json, or pre-tokenized JSON lines)", s.TrainFile)
+			re.add("tokenizer_name", "required: train_file %q is text (give a tokenizer.json, or pre-tokenized JSON lines)", str(md.TrainFile))
 		}
 		return
 	}
 	if s.TokenizerPath, err = env.paths.resolve(tokPath); err != nil {
-		re.add(field, "%v", err)
+		re.add(field, "%q: %v", given, err)
 		return
 	}
-	tok, err := tokenizer.FromFile(s.TokenizerPath)
+	tok, release, err := env.toks.acquire(ctx, s.TokenizerPath)
 	if err != nil {
-		re.add(field, "%v", err)
+		re.add(field, "%s", relabel(bareError(err), s.TokenizerPath, given))
 		return
 	}
-	s.Tokenizer = tok
+	s.Tokenizer, s.releaseTok = tok, release
 	if n := tok.VocabSize(true); s.VocabSize > 0 && n > s.VocabSize {
 		re.add(field, "the tokenizer has %d tokens but the model's vocab_size is %d", n, s.VocabSize)
 	}
@@ -350,29 +452,97 @@ func dataKind(pretokenized bool) string {
 }
 
 // isPretokenized tells whether path is JSON lines whose first record has input_ids (what HF
-// datasets store after tokenization); anything else is text.
+// datasets store after tokenization); anything else is text. Errors do not name the file (the
+// caller names it as the request did).
 func isPretokenized(path string) (bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, bareError(err)
+	}
+	if st.IsDir() {
+		return false, errors.New("is a directory, want a file")
+	}
 	if ext := strings.ToLower(filepath.Ext(path)); ext != ".jsonl" && ext != ".json" {
-		st, err := os.Stat(path)
-		if err != nil {
-			return false, err
-		}
-		if st.IsDir() {
-			return false, fmt.Errorf("%s is a directory, want a file", path)
-		}
 		return false, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return false, err
+		return false, bareError(err)
 	}
 	defer f.Close()
-	var first map[string]json.RawMessage
-	if err := json.NewDecoder(f).Decode(&first); err != nil {
-		return false, fmt.Errorf("%s: first line is not a JSON object: %w", path, err)
+	ok, err := firstRecordHasInputIDs(io.LimitReader(f, maxFirstRecordBytes))
+	if err != nil {
+		return false, fmt.Errorf("first line is not a JSON object (within its first %d MiB): %w", maxFirstRecordBytes>>20, err)
 	}
-	_, ok := first["input_ids"]
 	return ok, nil
+}
+
+// firstRecordHasInputIDs reads the first JSON object of r token by token, so that memory stays
+// bounded by the largest single token rather than the record (one line of 50M ids was seen), and
+// reports whether it has an input_ids key.
+func firstRecordHasInputIDs(r io.Reader) (bool, error) {
+	dec := json.NewDecoder(r)
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return false, fmt.Errorf("starts with %v", tok)
+	}
+	found := false
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return false, err
+		}
+		if key == "input_ids" {
+			found = true
+		}
+		if err := skipValue(dec); err != nil {
+			return false, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return false, err
+	}
+	return found, nil
+}
+
+// skipValue consumes one JSON value from dec.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
+// relabel is err's message with the real path of a file (inside the service's directories)
+// replaced by the name the request gave it: answers show the request's own names, not where the
+// service's directories are.
+func relabel(err error, real, given string) string {
+	return strings.ReplaceAll(err.Error(), real, given)
+}
+
+// bareError drops the path from an *os.PathError: request errors name files as the request did.
+func bareError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // fieldErr is an error about one named request field.
@@ -426,11 +596,11 @@ func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
 	}
 	path := filepath.Join(jobDir, "init_config.json")
 	if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", path, err)
+		return nil, fmt.Errorf("writing init_config.json: %w", bareError(err))
 	}
 	cfg, err := models.ParseConfig(path)
 	if err != nil {
-		return nil, &fieldErr{"config_overrides", err.Error()}
+		return nil, &fieldErr{"config_overrides", relabel(err, path, "the config of model_type with config_overrides")}
 	}
 	return cfg, nil
 }
@@ -476,11 +646,20 @@ func str(p *string) string {
 // pathPolicy resolves the file paths of a request: relative to the service's working directory,
 // symlinks followed, and only inside the directories the service was told it may read
 // (-input_roots) or its own -data_dir — a job request must not make the service read arbitrary
-// files of its host.
+// files of its host, nor learn which exist.
 type pathPolicy struct {
-	base  string
-	roots []string
+	base string
+	// roots are the allowed directories with symlinks resolved: what a resolved path must lie
+	// in. lexRoots are the same directories as configured (absolute, cleaned) and resolved: a
+	// path is only looked at on disk if it lies in one of these as written.
+	roots, lexRoots []string
 }
+
+// errPathRefused is the one answer for a path the service will not read, whatever the reason:
+// outside the allowed directories, missing, unreadable, or a symlink leading out. One answer
+// for all keeps a request from probing which files exist on the host, and it names none of the
+// service's own directories.
+var errPathRefused = errors.New("not a file this service can read (requests may name only files under the directories the service was started with: -input_roots, -data_dir)")
 
 func newPathPolicy(base string, roots []string) (*pathPolicy, error) {
 	p := &pathPolicy{base: base}
@@ -496,26 +675,37 @@ func newPathPolicy(base string, roots []string) (*pathPolicy, error) {
 			return nil, fmt.Errorf("input root %s: %w", r, err)
 		}
 		p.roots = append(p.roots, real)
+		p.lexRoots = append(p.lexRoots, filepath.Clean(r), real)
 	}
 	return p, nil
 }
 
+// resolve returns the real path of a request's path, or errPathRefused. Containment is checked
+// before existence: a path outside every root as written is refused without touching the disk;
+// one inside is resolved (symlinks followed) and must still lie inside a root.
 func (p *pathPolicy) resolve(path string) (string, error) {
+	if path == "" {
+		return "", errPathRefused
+	}
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(p.base, path)
 	}
+	if !within(filepath.Clean(path), p.lexRoots) {
+		return "", errPathRefused
+	}
 	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is named once, as the request gave it
-		}
-		return "", fmt.Errorf("%s: %w", path, err)
+	if err != nil || !within(real, p.roots) {
+		return "", errPathRefused
 	}
-	for _, r := range p.roots {
-		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return real, nil
+	return real, nil
+}
+
+// within reports whether path is one of dirs or lies under one of them.
+func within(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if rel, err := filepath.Rel(d, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
 		}
 	}
-	return "", fmt.Errorf("%s is outside the directories this service reads (-input_roots and -data_dir: %s)", path, strings.Join(p.roots, ", "))
+	return false
 }

@@ -15,7 +15,10 @@ const keepAlive = 15 * time.Second
 // GET /jobs/{id} JSON, with the progress version as the event id) per update — each step, log
 // entry, save and state change — starting with the current state. The stream ends after the
 // event of a final state, or when the client goes away. A slow client skips to the newest
-// progress instead of queueing old events, so it can never hold the training loop back.
+// progress instead of queueing old events, so it can never hold the training loop back; a
+// client that does not take an event (or keep-alive) within Config.WriteTimeout is dropped, so
+// it cannot hold the handler either. The stream as a whole has no deadline: it lasts as long
+// as its job.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	j, ok := s.job(w, r)
 	if !ok {
@@ -28,6 +31,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	// An error means the connection takes no deadlines (not so for net/http's own): the
+	// stream then runs without them.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }
+	deadline()
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
@@ -40,6 +47,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 				s.log.Error("event stream: encoding progress", "job", j.ID, "error", err)
 				return
 			}
+			deadline()
 			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", v, b); err != nil {
 				return
 			}
@@ -54,6 +62,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-tick.C:
+			deadline()
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
 			}

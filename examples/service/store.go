@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // jobFile is the name of a job's record in its output_dir.
@@ -36,11 +38,9 @@ func saveJob(j *Job) error {
 		return err
 	}
 	path := filepath.Join(j.Dir, jobFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	// Written like every other file gotpu keeps: temp file, fsync, rename, fsync of the
+	// directory, modes from the umask (internal/atomicfile).
+	if err := atomicfile.WriteFileBytes(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -10,7 +10,9 @@
 //
 // Open maps the file into memory (mmap on Unix, a positioned-read fallback elsewhere) and validates
 // the header before returning. The reader is deliberately stricter than Hugging Face's Rust reader,
-// which it otherwise follows: it rejects a header over MaxHeaderSize, a header that is not valid
+// which it otherwise follows: it rejects a header over MaxHeaderSize or with more than MaxTensors
+// tensors (counted before the header is decoded, so a maximal header is parsed in memory
+// proportional to its size), a header that is not valid
 // UTF-8 or not a JSON object (including `null`), duplicate keys (tensor names or metadata keys,
 // which encoding/json would silently collapse), empty names, unknown dtypes, unknown fields in a
 // tensor entry, negative or fractional numbers, shapes whose byte size overflows or does not match

@@ -14,8 +14,20 @@ import (
 	"unicode/utf8"
 )
 
-// MaxHeaderSize is the largest JSON header accepted, in bytes (the Rust library's limit).
+// MaxHeaderSize is the largest JSON header accepted, in bytes: the Rust library's limit, kept so
+// that every file it writes and reads is readable here. Real headers are far smaller (about 150
+// bytes a tensor: a 1000-tensor checkpoint has a 150 KB header).
 const MaxHeaderSize = 100_000_000
+
+// MaxTensors is the most tensors a file may hold: 131072, above the largest published
+// checkpoints even unsharded (DeepSeek-V3's ~91k tensors over 163 shards). The Rust library has
+// no such limit; without one a maximal header of empty tensors (1.3M of them in 91 MB) takes a
+// gigabyte and seconds to parse. The header's members are counted by a byte scan, allocating
+// nothing, before it is decoded, so parsing any accepted header takes memory proportional to
+// its size: the header itself plus at most MaxTensors entries (about 220 bytes each on the
+// fast path that writers' headers take, parseFast; about 1.6 KB of garbage each on the general
+// path, for headers with escaped strings).
+const MaxTensors = 1 << 17
 
 // metadataKey is the reserved header key holding free-form string metadata.
 const metadataKey = "__metadata__"
@@ -108,6 +120,23 @@ func parseHeader(js []byte, dataSize int64) (*Header, error) {
 	if !utf8.Valid(js) {
 		return nil, fmt.Errorf("%w: header is not valid UTF-8", ErrInvalid)
 	}
+	// One more member than MaxTensors may be __metadata__.
+	members := countMembers(js, MaxTensors+2)
+	if members > MaxTensors+1 {
+		return nil, fmt.Errorf("%w: header: more than %d tensors (MaxTensors)", ErrInvalid, MaxTensors)
+	}
+	if h, ok := parseFast(js, members); ok {
+		if err := h.validateOffsets(dataSize); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
+	return parseDecoder(js, dataSize)
+}
+
+// parseDecoder is parseHeader's general path: encoding/json's token stream, which handles any
+// valid JSON and reports what is wrong with any other, at about 1.5 KB of garbage a tensor.
+func parseDecoder(js []byte, dataSize int64) (*Header, error) {
 	h := &Header{HeaderSize: int64(len(js)), index: map[string]int{}}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
@@ -116,6 +145,9 @@ func parseHeader(js []byte, dataSize int64) (*Header, error) {
 	}
 	sawMetadata := false
 	for dec.More() {
+		if len(h.Tensors) == MaxTensors { // countMembers is not a parser: check again
+			return nil, fmt.Errorf("%w: header: more than %d tensors (MaxTensors)", ErrInvalid, MaxTensors)
+		}
 		key, err := readKey(dec, "header")
 		if err != nil {
 			return nil, err
@@ -153,6 +185,42 @@ func parseHeader(js []byte, dataSize int64) (*Header, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// countMembers counts the members of the top-level JSON object in js (its colons at depth one,
+// outside strings), stopping at limit. It allocates nothing and does not validate: the decoder
+// does that afterwards.
+func countMembers(js []byte, limit int) int {
+	n, depth := 0, 0
+	inString, escape := false, false
+	for _, c := range js {
+		if inString {
+			switch {
+			case escape:
+				escape = false
+			case c == '\\':
+				escape = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ':':
+			if depth == 1 {
+				if n++; n >= limit {
+					return n
+				}
+			}
+		}
+	}
+	return n
 }
 
 // validateOffsets sorts the tensors by offset and checks that they tile [0, dataSize) exactly.
@@ -276,20 +344,31 @@ func readMetadata(dec *json.Decoder) (map[string]string, error) {
 // readTensorInfo reads one tensor entry: exactly the fields dtype, shape and data_offsets.
 func readTensorInfo(dec *json.Decoder, name string) (TensorInfo, error) {
 	info := TensorInfo{Name: name}
-	where := fmt.Sprintf("tensor %q", name)
+	where := "tensor " + strconv.Quote(name)
 	if err := expectDelim(dec, '{', where); err != nil {
 		return info, err
 	}
-	seen := map[string]bool{}
+	// The three fields, as bits: a map per tensor cost more than the tensor's entry.
+	const sawDType, sawShape, sawOffsets = 1, 2, 4
+	seen := 0
 	for dec.More() {
 		field, err := readKey(dec, where)
 		if err != nil {
 			return info, err
 		}
-		if seen[field] {
+		bit := 0
+		switch field {
+		case "dtype":
+			bit = sawDType
+		case "shape":
+			bit = sawShape
+		case "data_offsets":
+			bit = sawOffsets
+		}
+		if bit != 0 && seen&bit != 0 {
 			return info, fmt.Errorf("%w: %s: duplicate field %q", ErrInvalid, where, field)
 		}
-		seen[field] = true
+		seen |= bit
 		switch field {
 		case "dtype":
 			tok, err := dec.Token()
@@ -328,23 +407,31 @@ func readTensorInfo(dec *json.Decoder, name string) (TensorInfo, error) {
 	if err := expectDelim(dec, '}', where); err != nil {
 		return info, err
 	}
-	for _, f := range []string{"dtype", "shape", "data_offsets"} {
-		if !seen[f] {
-			return info, fmt.Errorf("%w: %s: missing field %q", ErrInvalid, where, f)
+	for _, f := range []struct {
+		name string
+		bit  int
+	}{{"dtype", sawDType}, {"shape", sawShape}, {"data_offsets", sawOffsets}} {
+		if seen&f.bit == 0 {
+			return info, fmt.Errorf("%w: %s: missing field %q", ErrInvalid, where, f.name)
 		}
 	}
+	return info, checkTensorInfo(info, where)
+}
+
+// checkTensorInfo checks a tensor entry's offsets against its shape and dtype.
+func checkTensorInfo(info TensorInfo, where string) error {
 	if info.End < info.Begin {
-		return info, fmt.Errorf("%w: %s: data_offsets [%d, %d] end before they begin", ErrInvalid, where, info.Begin, info.End)
+		return fmt.Errorf("%w: %s: data_offsets [%d, %d] end before they begin", ErrInvalid, where, info.Begin, info.End)
 	}
 	size, ok := byteSize(info.Shape, info.DType)
 	if !ok {
-		return info, fmt.Errorf("%w: %s: shape %v of %s overflows", ErrInvalid, where, info.Shape, info.DType)
+		return fmt.Errorf("%w: %s: shape %v of %s overflows", ErrInvalid, where, info.Shape, info.DType)
 	}
 	if size != info.End-info.Begin {
-		return info, fmt.Errorf("%w: %s: shape %v of %s is %d bytes but data_offsets [%d, %d] span %d",
+		return fmt.Errorf("%w: %s: shape %v of %s is %d bytes but data_offsets [%d, %d] span %d",
 			ErrInvalid, where, info.Shape, info.DType, size, info.Begin, info.End, info.End-info.Begin)
 	}
-	return info, nil
+	return nil
 }
 
 // byteSize is prod(shape) * dtype size, with ok=false on overflow of int64.

@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // Tensor is one tensor to write. Give Data; or Load, which is called once while writing (so a
@@ -225,39 +225,22 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	return nil
 }
 
-// WriteFile writes a safetensors file atomically: to a temporary file in the same directory, synced,
-// then renamed over path, so a crash never leaves a half-written checkpoint under the final name.
-func WriteFile(path string, tensors []Tensor, metadata map[string]string) (err error) {
+// WriteFile writes a safetensors file atomically and durably with internal/atomicfile's policy
+// (mode 0666 less the umask; written to a temporary file in the same directory, fsynced, renamed
+// over path, the directory fsynced), so a crash never leaves a half-written file under the final
+// name.
+func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
 	if err := validateForWrite(tensors, metadata); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	// atomicfile's errors name path.
+	return atomicfile.WriteFile(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := Write(bw, tensors, metadata); err != nil {
+			return err
 		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := Write(bw, tensors, metadata); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
+		return bw.Flush()
+	})
 }
 
 type countingWriter struct {

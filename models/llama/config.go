@@ -317,7 +317,7 @@ func (c *Config) parseWindows(raw *core.RawConfig) error {
 			return err
 		}
 		if use && window != nil {
-			for i := maxWindowLayers; i < c.NumHiddenLayers; i++ {
+			for i := max(maxWindowLayers, 0); i < c.NumHiddenLayers; i++ { // a negative value: every layer
 				c.LayerWindows[i] = *window
 			}
 		}

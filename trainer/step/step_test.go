@@ -118,7 +118,7 @@ func TestFixtureAdamW(t *testing.T) {
 }
 
 func fixtureAdamW(t *testing.T, backend string) {
-	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny"} {
+	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny", "qwen3-tiny", "gemma3-tiny"} {
 		ref, all := readReference(t, fixture)
 		for _, run := range []string{"adamw", "adamw_clip1", "adamw_linear_warmup", "adamw_linear_warmup_clip1"} {
 			rawRun, ok := all[run]

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
 )
 
 // FileVersion is the file_version of the first event of every event file.
@@ -41,14 +43,15 @@ func NewWriter(dir string) (*Writer, error) {
 }
 
 func newWriter(dir string, now time.Time, host string, pid int) (*Writer, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The file policy of the rest of gotpu's output (internal/atomicfile): the umask decides.
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("tensorboard: creating log directory: %w", err)
 	}
 	var f *os.File
 	for n := 0; f == nil; n++ {
 		name := filepath.Join(dir, fmt.Sprintf("events.out.tfevents.%010d.%s.%d.%d", now.Unix(), host, pid, n))
 		var err error
-		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = atomicfile.Create(name)
 		if err != nil && (!errors.Is(err, fs.ErrExist) || n >= 1000) {
 			return nil, fmt.Errorf("tensorboard: creating event file: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/internal/safetensors"
 )
 
@@ -133,7 +134,7 @@ func (b *Base) Save(dir string, opts SaveOptions) error {
 	if maxShard < 0 {
 		return fmt.Errorf("SaveOptions.MaxShardSize %d is negative", maxShard)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return err
 	}
 	specs := make([]safetensors.Tensor, len(b.Table))
@@ -170,28 +171,9 @@ func (b *Base) Save(dir string, opts SaveOptions) error {
 	return removeStaleWeights(dir, written)
 }
 
-// writeFileAtomic writes via a temporary file and rename.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+// writeFileAtomic writes a small file of a model directory with internal/atomicfile's policy
+// (the one of the weights too: mode 0666 less the umask, fsync, rename, directory fsync).
+func writeFileAtomic(path string, data []byte) error { return atomicfile.WriteFileBytes(path, data) }
 
 // StdInit is HF's std for residual projections scaled by depth (GPT-2's c_proj).
 func StdInit(base float64, nLayer int) float64 { return base / math.Sqrt(2*float64(nLayer)) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"reflect"
@@ -24,11 +25,23 @@ type RawConfig struct {
 // NewRawConfig returns an empty config (for models built from scratch).
 func NewRawConfig() *RawConfig { return &RawConfig{fields: map[string]json.RawMessage{}} }
 
+// MaxConfigSize bounds config.json: 16 MiB. Real ones are a few KB (a BERT with 20k labels in
+// id2label is about 1 MB); a larger file is refused by its size before it is read.
+const MaxConfigSize = 16 << 20
+
 // ReadRawConfig reads and parses path.
 func ReadRawConfig(path string) (*RawConfig, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > MaxConfigSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB, the most a config.json may hold", path, MaxConfigSize>>20)
 	}
 	return ParseRawConfig(path, b)
 }

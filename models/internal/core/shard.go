@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/internal/safetensors"
 )
 
@@ -87,6 +88,7 @@ func removeStaleWeights(dir string, written []string) error {
 	if err != nil {
 		return err
 	}
+	removed := false
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || !staleWeights.MatchString(n) || slices.Contains(written, n) {
@@ -95,6 +97,12 @@ func removeStaleWeights(dir string, written []string) error {
 		if err := os.Remove(filepath.Join(dir, n)); err != nil {
 			return err
 		}
+		removed = true
+	}
+	if removed {
+		// Durable like the files written: after a crash the directory must not come back with a
+		// stale weight file next to the new ones.
+		return atomicfile.SyncDir(dir)
 	}
 	return nil
 }

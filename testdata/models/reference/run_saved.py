@@ -4,7 +4,7 @@ implementation of HF's modeling code the fixtures were made with) and prints its
 fixture's inputs, so gotpu's tests can check that what gotpu saves loads in Python unchanged.
 
 usage: /usr/bin/python3 run_saved.py JOBS_JSON OUT_JSON
-JOBS_JSON is a list of {"kind": "gpt2"|"llama"|"bert", "dir": DIR, "ref": REFERENCE_JSON}; OUT_JSON
+JOBS_JSON is a list of {"kind": "gpt2"|"llama"|"bert"|"qwen3"|"gemma3", "dir": DIR, "ref": REFERENCE_JSON}; OUT_JSON
 gets one {"logits": [...flat float32 values...], "shape": [...]} per job (one process, so torch is
 imported once).
 """
@@ -17,8 +17,10 @@ import json
 import torch
 
 import bert_ref
+import gemma3_ref
 import gpt2_ref
 import llama_ref
+import qwen3_ref
 
 
 def run(kind, d, ref_path):
@@ -31,6 +33,12 @@ def run(kind, d, ref_path):
             logits, _ = m(ids)
         elif kind == "llama":
             m = llama_ref.LlamaForCausalLM.from_pretrained(d, dtype=torch.float32)
+            logits, _ = m(ids)
+        elif kind == "qwen3":
+            m = qwen3_ref.Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32)
+            logits, _ = m(ids)
+        elif kind == "gemma3":
+            m = gemma3_ref.Gemma3ForCausalLM.from_pretrained(d, dtype=torch.float32)
             logits, _ = m(ids)
         elif kind == "bert":
             m = bert_ref.BertForSequenceClassification.from_pretrained(d, dtype=torch.float32)

@@ -29,13 +29,17 @@ type prog struct {
 }
 
 // look is one lookaround. A body that is a fixed sequence of single
-// characters is checked directly (fixed); any other lookahead body runs as
-// an anchored sub-program.
+// characters is checked directly (fixed). Any other lookahead body has two
+// programs: rev, the body reversed, which one right-to-left pass over the
+// text runs to decide the lookahead at every position at once (see
+// machine.extend: this is what keeps lookahead linear), and prog, the body
+// itself, run anchored at one position where that pass has no answer (a
+// position inside a character, or text that is not UTF-8).
 type look struct {
 	behind, negate bool
 	fixed          []*charClass
 	isFixed        bool
-	prog           *prog
+	prog, rev      *prog
 }
 
 // maxInsts bounds the program size (repetition counts multiply it), so that a
@@ -44,7 +48,11 @@ const maxInsts = 200000
 
 type compiler struct {
 	looks []*look
-	n     int // instructions emitted across all programs
+	// lookIdx gives each lookaround node one entry in looks, so that a
+	// lookaround nested in a lookahead body, compiled again in the reversed
+	// body, is decided once per position rather than once per program.
+	lookIdx map[*node]int
+	n       int // instructions emitted across all programs
 }
 
 func (c *compiler) prog(n *node) (*prog, error) {
@@ -180,6 +188,9 @@ func (c *compiler) branch(p *prog, split, body, exit uint32, greedy bool) {
 }
 
 func (c *compiler) look(n *node) (int, error) {
+	if idx, ok := c.lookIdx[n]; ok {
+		return idx, nil
+	}
 	l := &look{behind: n.behind, negate: n.negate}
 	if seq, ok := fixedSeq(n.subs[0]); ok && len(seq) <= 64 {
 		l.fixed, l.isFixed = seq, true
@@ -190,10 +201,46 @@ func (c *compiler) look(n *node) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		l.prog = p
+		rev, err := c.prog(reverse(n.subs[0]))
+		if err != nil {
+			return 0, err
+		}
+		l.prog, l.rev = p, rev
 	}
 	c.looks = append(c.looks, l)
+	if c.lookIdx == nil {
+		c.lookIdx = make(map[*node]int)
+	}
+	c.lookIdx[n] = len(c.looks) - 1
 	return len(c.looks) - 1, nil
+}
+
+// reverse returns a node that matches the reversal of every string n
+// matches, for deciding "does n match at position p" right to left.
+// Zero-width nodes stay as they are: an assertion or a lookaround is a
+// property of a position, whichever direction the text is read. Priorities
+// (alternative order, greediness) are kept but do not matter: the reversed
+// body is only asked whether it matches, never which match.
+func reverse(n *node) *node {
+	switch n.kind {
+	case nConcat:
+		r := &node{kind: nConcat, subs: make([]*node, len(n.subs))}
+		for i, s := range n.subs {
+			r.subs[len(n.subs)-1-i] = reverse(s)
+		}
+		return r
+	case nAlt:
+		r := &node{kind: nAlt, subs: make([]*node, len(n.subs))}
+		for i, s := range n.subs {
+			r.subs[i] = reverse(s)
+		}
+		return r
+	case nRepeat:
+		r := *n
+		r.subs = []*node{reverse(n.subs[0])}
+		return &r
+	}
+	return n // nEmpty, nClass, nAssert, nLook
 }
 
 // fixedSeq reports whether n always matches exactly a fixed sequence of
