@@ -294,5 +294,3 @@ func (c *Config) JSON() ([]byte, error) {
 	)
 	return c.RawOrEmpty().Marshal(fields)
 }
-
-
