@@ -208,9 +208,6 @@ func TestDispatchTransfersNothing(t *testing.T) {
 		t.Errorf("the first step finished before Dispatch returned (%s)", took)
 	default:
 	}
-	if took >= 300*time.Millisecond {
-		t.Errorf("3 dispatches took %s: they waited for executions of 300 ms", took)
-	}
 	if d := rt.Stats().Transfers - before.Transfers; d != 0 {
 		t.Errorf("Dispatch made %d host→device transfers", d)
 	}
