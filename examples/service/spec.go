@@ -14,9 +14,12 @@ import (
 
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/gemma3"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/models/llama"
+	"github.com/gotpu/gotpu/models/qwen3"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -312,8 +315,12 @@ func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments,
 		s.VocabSize, s.MaxPos = c.VocabSize, c.NPositions
 	case *llama.Config:
 		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
+	case *qwen3.Config:
+		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
+	case *gemma3.Config:
+		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
 	default:
-		re.add("model_name_or_path", "%s is not a causal language model; this service trains and serves causal LMs (GPT-2, Llama, Mistral, Qwen2)", cfg.Architecture())
+		re.add("model_name_or_path", "%s is not a causal language model; this service trains and serves causal LMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma 3)", cfg.Architecture())
 		return
 	}
 	if modelDir == "" {
@@ -561,8 +568,12 @@ func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
 		def = gpt2.DefaultConfig()
 	case llama.TypeLlama, llama.TypeMistral, llama.TypeQwen2:
 		def = llama.DefaultConfig(modelType)
+	case qwen3.ModelType:
+		def = qwen3.DefaultConfig()
+	case gemma3.TypeText:
+		def = gemma3.DefaultConfig()
 	default:
-		return nil, &fieldErr{"model_type", fmt.Sprintf("%q: the service builds gpt2, llama, mistral or qwen2 from scratch", modelType)}
+		return nil, &fieldErr{"model_type", fmt.Sprintf("%q: the service builds gpt2, llama, mistral, qwen2, qwen3 or gemma3_text from scratch", modelType)}
 	}
 	raw, err := def.JSON()
 	if err != nil {
@@ -573,6 +584,12 @@ func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
 		return nil, err
 	}
 	if overrides != "" {
+		overridden := map[string]bool{}
+		// layer_types is derived from num_hidden_layers (and the sliding-window settings) by
+		// Qwen3's and Gemma 3's configs; the default config spells it out for the default depth.
+		// Overriding the depth without it re-derives it, as constructing the config with that
+		// depth would — HF's update_from_string would keep the stale list, which its models then
+		// index past the end of or only partly use.
 		for _, kv := range strings.Split(overrides, ",") {
 			k, v, ok := strings.Cut(kv, "=")
 			k = strings.TrimSpace(k)
@@ -588,6 +605,10 @@ func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
 				return nil, &fieldErr{"config_overrides", fmt.Sprintf("%s=%s: %v", k, v, err)}
 			}
 			obj[k] = nv
+			overridden[k] = true
+		}
+		if overridden["num_hidden_layers"] && !overridden["layer_types"] {
+			delete(obj, "layer_types")
 		}
 	}
 	out, err := json.MarshalIndent(obj, "", "  ")
@@ -595,7 +616,7 @@ func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
 		return nil, err
 	}
 	path := filepath.Join(jobDir, "init_config.json")
-	if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFileBytes(path, append(out, '\n')); err != nil {
 		return nil, fmt.Errorf("writing init_config.json: %w", bareError(err))
 	}
 	cfg, err := models.ParseConfig(path)
