@@ -3,7 +3,6 @@ package llama
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/gotpu/gotpu/models/internal/core"
 )
@@ -403,7 +402,7 @@ func (c *Config) JSON() ([]byte, error) {
 		}
 		rp["rope_theta"] = core.PyFloat(c.Rope.Theta)
 		rp["rope_type"] = c.Rope.Type
-		fields = append(fields, core.Field{Key: "rope_parameters", Value: pyMap(rp), Always: true})
+		fields = append(fields, core.Field{Key: "rope_parameters", Value: core.PyMap(rp), Always: true})
 	} else {
 		fields = append(fields, core.Field{Key: "rope_theta", Value: core.PyFloat(c.Rope.Theta), Always: true})
 		if c.Rope.Type == "default" && raw.IsNull("rope_scaling") && (c.Type == TypeLlama || raw.Has("rope_scaling")) {
@@ -411,37 +410,4 @@ func (c *Config) JSON() ([]byte, error) {
 		}
 	}
 	return raw.Marshal(fields)
-}
-
-// pyMap sorts keys and keeps PyFloat values (encoding/json sorts map keys too; this only exists so
-// floats inside are written the Python way).
-type pyMap map[string]any
-
-func (m pyMap) MarshalJSON() ([]byte, error) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := []byte{'{'}
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		kb, _ := json.Marshal(k)
-		out = append(out, kb...)
-		out = append(out, ':')
-		var vb []byte
-		var err error
-		if f, ok := m[k].(core.PyFloat); ok {
-			vb, err = f.MarshalJSON()
-		} else {
-			vb, err = json.Marshal(m[k])
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, vb...)
-	}
-	return append(out, '}'), nil
 }

@@ -437,7 +437,7 @@ func (c *Config) JSON() ([]byte, error) {
 		} else {
 			delete(rp, "factor")
 		}
-		fields = append(fields, core.Field{Key: "rope_parameters", Value: pyMap(rp), Always: true})
+		fields = append(fields, core.Field{Key: "rope_parameters", Value: core.PyMap(rp), Always: true})
 	}
 	if !hasParams || raw.Has("rope_theta") {
 		fields = append(fields, core.Field{Key: "rope_theta", Value: core.PyFloat(c.Rope.Theta), Always: true})
@@ -468,7 +468,7 @@ func (c *Config) ropeScalingValue(raw *core.RawConfig) (any, error) {
 	if c.Rope.Type == "default" {
 		return nil, nil
 	}
-	return pyMap{"rope_type": c.Rope.Type, "factor": core.PyFloat(c.Rope.Factor)}, nil
+	return core.PyMap{"rope_type": c.Rope.Type, "factor": core.PyFloat(c.Rope.Factor)}, nil
 }
 
 func optIntValue(v *int) any {
@@ -476,37 +476,4 @@ func optIntValue(v *int) any {
 		return nil
 	}
 	return *v
-}
-
-// pyMap writes its keys sorted and its PyFloat values the Python way.
-type pyMap map[string]any
-
-// MarshalJSON implements json.Marshaler.
-func (m pyMap) MarshalJSON() ([]byte, error) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := []byte{'{'}
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		kb, _ := json.Marshal(k)
-		out = append(out, kb...)
-		out = append(out, ':')
-		var vb []byte
-		var err error
-		if f, ok := m[k].(core.PyFloat); ok {
-			vb, err = f.MarshalJSON()
-		} else {
-			vb, err = json.Marshal(m[k])
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, vb...)
-	}
-	return append(out, '}'), nil
 }

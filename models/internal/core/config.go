@@ -310,3 +310,38 @@ func TokenIDsValue(ids []int) any {
 
 // MarshalJSON writes the float as Python's json module does.
 func (f PyFloat) MarshalJSON() ([]byte, error) { return []byte(formatPyFloat(float64(f))), nil }
+
+// PyMap is a JSON object written with sorted keys and its PyFloat values the Python way
+// (encoding/json sorts map keys too, but writes floats as Go does): nested config dicts such as
+// rope_parameters.
+type PyMap map[string]any
+
+// MarshalJSON implements json.Marshaler.
+func (m PyMap) MarshalJSON() ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, _ := json.Marshal(k)
+		out = append(out, kb...)
+		out = append(out, ':')
+		var vb []byte
+		var err error
+		if f, ok := m[k].(PyFloat); ok {
+			vb, err = f.MarshalJSON()
+		} else {
+			vb, err = json.Marshal(m[k])
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vb...)
+	}
+	return append(out, '}'), nil
+}
