@@ -236,3 +236,14 @@ func (r *Runtime) Close() error {
 	})
 	return err
 }
+
+// DeviceBytes returns the bytes of live buffers on each device, from the backend's own buffer
+// accounting, and whether the backend keeps one: gotpu's CPU backend does (the FSDP tests and
+// benchmarks measure what each virtual device holds between steps with it); GoMLX's simplego and
+// PJRT plugins (go-xla v0.1.4 has no device memory statistics) do not.
+func (r *Runtime) DeviceBytes() ([]int64, bool) {
+	if b, ok := r.backend.(*gobackend.Backend); ok {
+		return b.DeviceBytes(), true
+	}
+	return nil, false
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
@@ -50,6 +51,9 @@ type Backend struct {
 	workers  map[int][]*worker
 
 	finalizeOnce sync.Once
+
+	// live counts, per device, the bytes of live buffers (DeviceBytes).
+	live []atomic.Int64
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -76,6 +80,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("gobackend: simplego fallback: %w", err)
 	}
 	b := &Backend{sg: sg, cfg: cfg, numDevices: max(cfg.NumDevices, 1), workers: map[int][]*worker{}}
+	b.live = make([]atomic.Int64, b.numDevices)
 	b.releaseWorker(w)
 	return b, nil
 }

@@ -17,6 +17,9 @@ import (
 type buffer struct {
 	st  *storage
 	dev backends.DeviceNum
+	// bytes is the storage's size, counted in the device's live bytes (Backend.DeviceBytes) from
+	// the buffer's creation until it is finalized or donated.
+	bytes int64
 	// gone is set when the buffer is finalized or donated: a second finalize is a no-op, and
 	// any other use is an error rather than a use after free.
 	gone atomic.Bool
@@ -84,6 +87,7 @@ func (b *Backend) BufferFinalize(buf backends.Buffer) error {
 	if bb.gone.Swap(true) {
 		return nil
 	}
+	b.untrack(bb)
 	return b.release(bb.st)
 }
 
@@ -119,7 +123,7 @@ func (b *Backend) BufferFromFlatData(d backends.DeviceNum, flat any, s shapes.Sh
 	if err != nil {
 		return nil, err
 	}
-	return &buffer{st: newStorage(sg), dev: d}, nil
+	return b.newBuffer(newStorage(sg), d), nil
 }
 
 func (b *Backend) HasSharedBuffers() bool { return true }
@@ -132,7 +136,7 @@ func (b *Backend) NewSharedBuffer(d backends.DeviceNum, s shapes.Shape) (backend
 	if err != nil {
 		return nil, nil, err
 	}
-	return &buffer{st: newStorage(sg), dev: d}, flat, nil
+	return b.newBuffer(newStorage(sg), d), flat, nil
 }
 
 // BufferData returns the buffer's memory. Storage is shared between buffers only when an SPMD
@@ -160,7 +164,7 @@ func (b *Backend) BufferCopyToDevice(src backends.Buffer, d backends.DeviceNum) 
 	if err != nil {
 		return nil, fmt.Errorf("gobackend: BufferCopyToDevice: %w", err)
 	}
-	return &buffer{st: st, dev: d}, nil
+	return b.newBuffer(st, d), nil
 }
 
 // copyStorage makes an unshared copy of st's contents.
@@ -191,4 +195,35 @@ func (b *Backend) cloneSG(src backends.Buffer) (backends.Buffer, error) {
 		return nil, errors.New("copied a buffer of the wrong size (bug)")
 	}
 	return dst, nil
+}
+
+// newBuffer hands out st on device d, counting its bytes as live on d.
+func (b *Backend) newBuffer(st *storage, d backends.DeviceNum) *buffer {
+	bb := &buffer{st: st, dev: d}
+	if sh, err := b.sg.BufferShape(st.sg); err == nil {
+		bb.bytes = int64(sh.Memory())
+	}
+	if int(d) >= 0 && int(d) < len(b.live) {
+		b.live[d].Add(bb.bytes)
+	}
+	return bb
+}
+
+// untrack stops counting a buffer that was finalized or donated (its gone flag just set).
+func (b *Backend) untrack(bb *buffer) {
+	if int(bb.dev) >= 0 && int(bb.dev) < len(b.live) {
+		b.live[bb.dev].Add(-bb.bytes)
+	}
+}
+
+// DeviceBytes returns, per virtual device, the bytes of the buffers the backend has handed out on
+// it and that are still live (not finalized or donated): what a device with its own memory would
+// hold. Storage that several replicas' buffers share (spmd.go) counts on each of their devices,
+// as each would hold a copy; an execution's intermediate values are not buffers and do not count.
+func (b *Backend) DeviceBytes() []int64 {
+	out := make([]int64, len(b.live))
+	for d := range b.live {
+		out[d] = b.live[d].Load()
+	}
+	return out
 }

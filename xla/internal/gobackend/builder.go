@@ -144,13 +144,16 @@ func (b *Builder) OpShape(op backends.Op) (shapes.Shape, error) {
 }
 
 // Parameter records an input of the computation. An SPMD program's parameters are each replica's
-// own: a sharding spec may only say so (every axis replicated, as GoMLX marks the variables of an
-// SPMD graph); splitting an axis over devices (auto-sharding) is not supported.
+// own, with the replica's shape: a sharding spec describes how a variable is laid out over the
+// devices (GoMLX gives each replica its shard of a sharded variable, and the program exchanges
+// what it needs through collectives: gotpu's FSDP step), so it is accepted and only checked to be
+// that of an SPMD program. Auto-sharding, where the backend would partition a global-view program,
+// is not supported.
 func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.ShardingSpec) (backends.Op, error) {
-	if sharding != nil {
+	if sharding != nil && b.numDevices <= 1 {
 		for axis, mesh := range sharding.Axes {
 			if len(mesh) > 0 {
-				return nil, fmt.Errorf("gobackend: parameter %q of %q: axis %d is sharded over mesh axes %v; only replicated parameters are supported (SPMD with explicit collectives)",
+				return nil, fmt.Errorf("gobackend: parameter %q of %q: axis %d is sharded over mesh axes %v outside an SPMD program; only SPMD programs (explicit collectives) take sharded parameters",
 					name, b.name, axis, mesh)
 			}
 		}

@@ -132,7 +132,12 @@ type collectives struct {
 	once  sync.Once
 }
 
-type collectiveSlot struct{ ins, outs []any }
+// collectiveSlot is what a replica posts for its current collective: its operands and, for the
+// group's first member, the results it allocated (bufs holds their simplego buffers).
+type collectiveSlot struct {
+	ins, outs []any
+	bufs      []backends.Buffer
+}
 
 func newCollectives(replicas int) *collectives {
 	return &collectives{replicas: replicas, slots: make([]collectiveSlot, replicas), bars: map[string][]*barrier{},
@@ -160,16 +165,27 @@ func (c *collectives) barriers(p *allReducePlan) []*barrier {
 // errReplicaFailed is what a replica's collective returns when another replica failed first.
 var errReplicaFailed = errors.New("another replica of the SPMD execution failed")
 
-// allReduce runs replica r's part of an all-reduce: it posts its operands and result buffers,
-// waits for its group, reduces its share of the elements (of all operands together) from every
-// member's operands in group order and writes the result into every member's outputs, then waits
-// until the whole group has done so. Every member computes each element from the same operands in
-// the same order, so the results are bitwise identical on every replica.
-func (c *collectives) allReduce(p *allReducePlan, r int, ins, outs []any) error {
+// allReduce runs replica r's part of an all-reduce: it posts its operands (the group's first
+// member also the results, which alloc makes), waits for its group, reduces its share of the
+// elements (of all operands together) from every member's operands in group order into the one
+// set of results the group shares, then waits until the whole group has done so. It returns those
+// results: an all-reduce gives every member the same values, so the group holds them once, not
+// once per member (the callers only read them). Every element is computed from the same operands
+// in the same order, so the results are bitwise what every replica would compute.
+func (c *collectives) allReduce(p *allReducePlan, r int, ins []any, alloc func() ([]any, []backends.Buffer, error)) ([]backends.Buffer, error) {
 	bar := c.barriers(p)[p.groupOf[r]]
-	c.slots[r] = collectiveSlot{ins: ins, outs: outs}
+	slot := collectiveSlot{ins: ins}
+	if p.rank[r] == 0 {
+		outs, bufs, err := alloc()
+		if err != nil {
+			c.fail()
+			return nil, err
+		}
+		slot.outs, slot.bufs = outs, bufs
+	}
+	c.slots[r] = slot
 	if err := bar.wait(); err != nil {
-		return err
+		return nil, err
 	}
 	members := p.groups[p.groupOf[r]]
 	total := 0
@@ -185,12 +201,16 @@ func (c *collectives) allReduce(p *allReducePlan, r int, ins, outs []any) error 
 		if a < b {
 			if err := catch(func() { c.reduceRange(p.red, members, k, a, b) }); err != nil {
 				c.fail()
-				return err
+				return nil, err
 			}
 		}
 		base += n
 	}
-	return bar.wait()
+	bufs := c.slots[members[0]].bufs
+	if err := bar.wait(); err != nil {
+		return nil, err
+	}
+	return bufs, nil
 }
 
 func (c *collectives) reduceRange(red backends.ReduceOpType, members []int, k, lo, hi int) {
@@ -243,9 +263,6 @@ func reduceTyped[T reducible](c *collectives, red backends.ReduceOpType, members
 			acc[i] = combine(red, acc[i], x)
 		}
 	}
-	for _, r := range members[1:] {
-		copy(c.slots[r].outs[k].([]T)[lo:hi], acc)
-	}
 }
 
 // reduceBF16 accumulates in float32 and rounds once, as bfloat16 products do.
@@ -259,11 +276,9 @@ func reduceBF16(c *collectives, red backends.ReduceOpType, members []int, k, lo,
 			acc[i] = combine(red, acc[i], x.Float32())
 		}
 	}
-	for _, r := range members {
-		out := c.slots[r].outs[k].([]bfloat16.BFloat16)[lo:hi]
-		for i, x := range acc {
-			out[i] = bfloat16.FromFloat32(x)
-		}
+	out := c.slots[members[0]].outs[k].([]bfloat16.BFloat16)[lo:hi]
+	for i, x := range acc {
+		out[i] = bfloat16.FromFloat32(x)
 	}
 }
 

@@ -73,9 +73,10 @@
 // that Execute runs N times concurrently, replica r on its own inputs on device r (or the assigned
 // device), one goroutine each; the replicas meet only at AllReduce, which GoMLX's
 // Graph.Distributed().AllReduce records and which runs natively: each member of a replica group
-// posts its operands and result buffers, waits at the group's barrier, reduces its share of the
-// elements from every member's operands in group order and writes the result into every member's
-// outputs, then waits again — so every replica gets bitwise the same result. A replica that fails
+// posts its operands (the group's first member also the result buffers), waits at the group's
+// barrier, reduces its share of the elements from every member's operands in group order into the
+// results, then waits again — so every replica gets bitwise the same result, held once per group:
+// the members share the result buffers read-only (never donated, freed or returned without a copy). A replica that fails
 // releases the others from the barriers with an error, instead of leaving them waiting. This is
 // the data-parallel path of trainer/step on every backend: the same SPMD graph with an in-graph
 // all-reduce that XLA compiles for N TPU cores.
@@ -124,7 +125,13 @@
 // anything, and returns GEMM, segment and replica failures wrapped with the computation's name,
 // freeing the buffers it owns.
 //
-// Not yet: auto-sharding (sharded parameters) and collectives other than AllReduce; native
+// Sharded parameters: an SPMD program's parameter may carry a sharding spec (GoMLX gives each
+// replica its shard of a sharded variable: gotpu's FSDP step); the shape is the replica's, so the
+// spec is only accepted, never interpreted. Buffer accounting: every buffer handed out counts its
+// bytes on its device until it is finalized or donated (Backend.DeviceBytes, xla.Runtime.DeviceBytes),
+// which is how the FSDP tests measure what each virtual device holds between steps.
+//
+// Not yet: auto-sharding (partitioning a global-view program) and collectives other than AllReduce; native
 // gather/scatter, comparisons, Where, integer and bfloat16 elementwise operations, reductions
 // fused with their producers, SIMD elementwise kernels.
 package gobackend

@@ -72,6 +72,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		if len(donate) == 0 || !donate[i] || bb.gone.Swap(true) {
 			continue
 		}
+		e.backend.untrack(bb)
 		if bb.st.shared() {
 			dropped = append(dropped, bb.st)
 		} else {
@@ -89,7 +90,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 	}
 	outs = make([]backends.Buffer, len(res))
 	for i, sg := range res {
-		outs[i] = &buffer{st: newStorage(sg), dev: devs[0]}
+		outs[i] = e.backend.newBuffer(newStorage(sg), devs[0])
 	}
 	return outs, nil
 }
@@ -254,21 +255,14 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 	return err
 }
 
-// runAllReduce runs replica r's part of an all-reduce into new buffers.
+// runAllReduce runs replica r's part of an all-reduce into the buffers its group shares: they are
+// not the replica's (owned false), so it never frees, donates or returns them without a copy; the
+// garbage collector reclaims them once no replica's value table holds them.
 func (e *Executable) runAllReduce(r int, c *collectives, nat *nativeOp, env []backends.Buffer, owned []bool) error {
 	sg := e.backend.sg
 	ins := make([]any, len(nat.reads))
-	outs := make([]any, len(nat.outs))
-	made := make([]backends.Buffer, 0, len(nat.outs))
 	fail := func(err error) error {
 		c.fail()
-		// After another replica's failure, group members may still be writing into these
-		// buffers: leave them to the garbage collector rather than back in the pool.
-		if !errors.Is(err, errReplicaFailed) {
-			for _, buf := range made {
-				_ = sg.BufferFinalize(buf)
-			}
-		}
 		return fmt.Errorf("gobackend: %q: %s (replica %d): %w", e.name, nat.name, r, err)
 	}
 	for i, v := range nat.reads {
@@ -280,18 +274,28 @@ func (e *Executable) runAllReduce(r int, c *collectives, nat *nativeOp, env []ba
 			return fail(err)
 		}
 		ins[i] = d
-		buf, out, err := sg.NewSharedBuffer(0, e.valueShapes[nat.outs[i]])
-		if err != nil {
-			return fail(err)
-		}
-		made = append(made, buf)
-		outs[i] = out
 	}
-	if err := c.allReduce(nat.ar, r, ins, outs); err != nil {
+	alloc := func() ([]any, []backends.Buffer, error) {
+		outs := make([]any, len(nat.outs))
+		bufs := make([]backends.Buffer, 0, len(nat.outs))
+		for i, v := range nat.outs {
+			buf, out, err := sg.NewSharedBuffer(0, e.valueShapes[v])
+			if err != nil {
+				for _, b := range bufs {
+					_ = sg.BufferFinalize(b)
+				}
+				return nil, nil, err
+			}
+			bufs, outs[i] = append(bufs, buf), out
+		}
+		return outs, bufs, nil
+	}
+	bufs, err := c.allReduce(nat.ar, r, ins, alloc)
+	if err != nil {
 		return fail(err)
 	}
 	for i, v := range nat.outs {
-		env[v], owned[v] = made[i], true
+		env[v], owned[v] = bufs[i], false
 	}
 	return nil
 }

@@ -206,6 +206,7 @@ func (e *Executable) executeSPMD(bufs []*buffer, donate []bool, devs []backends.
 			if !donated(r*np+i) || bb.gone.Swap(true) {
 				continue
 			}
+			e.backend.untrack(bb)
 			switch {
 			case all:
 				owned[0][i] = r == 0
@@ -273,10 +274,10 @@ func (e *Executable) executeSPMD(bufs []*buffer, donate []bool, devs []backends.
 				if r > 0 {
 					st.retain()
 				}
-				outs[r*len(e.outputs)+k] = &buffer{st: st, dev: devs[r]}
+				outs[r*len(e.outputs)+k] = e.backend.newBuffer(st, devs[r])
 				continue
 			}
-			outs[r*len(e.outputs)+k] = &buffer{st: newStorage(results[r][k]), dev: devs[r]}
+			outs[r*len(e.outputs)+k] = e.backend.newBuffer(newStorage(results[r][k]), devs[r])
 		}
 	}
 	return outs, nil
