@@ -14,11 +14,11 @@ help:
 	@echo "  make demo       the main job: train a small GPT-2 on Go's own sources on the embedded pure-Go backend"
 	@echo "  make test       everything CI checks: gofmt, go vet (all build tags), go test, go test -race, noxla build"
 	@echo "  make test-race  go test -race ./..."
-	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, loader overlap, checkpoint save vs disk, tokenizer vs HF"
+	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
 	@echo "  make lint       gofmt, go vet and staticcheck (pinned in go.mod, config in staticcheck.conf)"
 	@echo "  make build      go build ./... with and without the noxla tag"
-	@echo "  make golden     rewrite testdata/golden (StableHLO of the 8-replica GPT-2 train step) after an intended change"
+	@echo "  make golden     rewrite testdata/golden (StableHLO of the 8-replica and FSDP GPT-2 train steps) after an intended change"
 
 .PHONY: build
 build:
@@ -47,21 +47,23 @@ test: lint build
 # device or plugin needed), then checked again; review the diff before committing it.
 .PHONY: golden
 golden:
-	$(GO) test -count=1 -run 'ReplicatedStepGolden' ./trainer/step -update
-	$(GO) test -count=1 -run 'ReplicatedStep' ./trainer/step
+	$(GO) test -count=1 -run 'ReplicatedStepGolden|FSDPStepGolden' ./trainer/step -update
+	$(GO) test -count=1 -run 'ReplicatedStep|FSDPStep' ./trainer/step
 
 .PHONY: test-race
 test-race:
 	$(GO) test -count=1 -race $(PKGS)
 
 # Benchmarks report ratios against baselines measured in the same run (gotpu's CPU backend vs
-# simplego vs PyTorch, stock vs gotpu gradients, 1 vs 8 replicas, prefetch vs none, Go vs HF's
-# Rust tokenizer). The full set takes ~25 minutes; `make bench-pytorch` runs only the first (~3).
+# simplego vs PyTorch, stock vs gotpu gradients, 1 vs 8 replicas, fsdp vs data parallel on 8,
+# prefetch vs none, Go vs HF's Rust tokenizer). The full set takes ~25 minutes; `make bench-pytorch`
+# runs only the first (~3).
 .PHONY: bench
 bench: bench-pytorch
 	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./trainer/step
 	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
+	$(GO) test -run '^$$' -bench FSDPvsDataParallel -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
 	$(GO) test -run '^$$' -bench PipelineOverlap -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint

@@ -39,10 +39,22 @@
 // operands of several dtypes aside: GoMLX emits its per-dtype ops in map order, gotpu in operand
 // order). HLOSpec.Replicas > 1 traces an SPMD program whose collectives
 // (graph.Graph.Distributed().AllReduce over the mesh axis ReplicaAxis) become stablehlo.all_reduce
-// over replica_groups {0..N-1}. Operations gotpu's models do not use (convolutions, FFT,
-// ArgMinMax, ...) fail the trace with ErrHLOUnsupported naming them.
+// over replica_groups {0..N-1}. HLOSpec.Mesh (a GoMLX distributed.DeviceMesh, exclusive with
+// Replicas) traces an AutoSharding program, the form FSDP hands to a plugin for XLA's Shardy to
+// partition: one global-view program (num_replicas 1, num_partitions the mesh's devices) that
+// declares the mesh (`sdy.mesh @mesh = <["data"=2, "fsdp"=4]>`) and annotates every argument and
+// result with an `sdy.sharding` — inputs by HLOSpec.InputShardings, the function's outputs by
+// HLOSpec.OutputShardings (nil: replicated), and, in StableHLOContext, each context variable's
+// input and updated output by the variable's own spec (Variable.SetShardingSpec; none: replicated,
+// as context.Exec.AutoSharding defaults it). The graph builds no collectives there (GoMLX refuses
+// graph.Distributed() in AutoSharding graphs): Shardy inserts them. A test pins the text byte for
+// byte to what GoMLX's own context.Exec builds for the same function, mesh and specs. Operations
+// gotpu's models do not use (convolutions, FFT, ArgMinMax, ...) fail the trace with
+// ErrHLOUnsupported naming them; a malformed HLOSpec fails with ErrInvalidHLOSpec.
 // ParseStableHLO reads such text back into an HLOModule (operations, operands, dataflow, replica
-// groups) so tests and tools can check a program's structure without an MLIR toolchain.
+// groups, meshes, and each argument's and result's type and sharding; arguments keep GoMLX's
+// parameter names, sanitised, and HLOModule.ArgIndex finds a variable's by Variable.ParameterName)
+// so tests and tools can check a program's structure without an MLIR toolchain.
 //
 // Errors: Open wraps ErrPluginNotFound (with the places searched and how to install) and
 // ErrNotPlugin (a file that is not a plugin). GoMLX reports graph-building errors by panicking;

@@ -9,6 +9,7 @@ import (
 	xladtypes "github.com/gomlx/go-xla/pkg/types/dtypes"
 	xlabf16 "github.com/gomlx/go-xla/pkg/types/dtypes/bfloat16"
 	xlashapes "github.com/gomlx/go-xla/pkg/types/shapes"
+	"github.com/gomlx/go-xla/pkg/types/shardy"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/notimplemented"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -52,7 +53,7 @@ func (b *hloBackend) IsFinalized() bool   { return false }
 func (b *hloBackend) Finalize()           {}
 
 func (b *hloBackend) DeviceDescription(d backends.DeviceNum) string {
-	return fmt.Sprintf("StableHLO trace replica %d of %d", d, b.numDevices)
+	return fmt.Sprintf("StableHLO trace device %d of %d", d, b.numDevices)
 }
 
 // Capabilities lists the operations hloBuilder translates and every dtype go-xla can write.
@@ -94,7 +95,11 @@ type hloBuilder struct {
 	module  *stablehlo.Builder
 	fn      *stablehlo.Function
 
-	numReplicas int
+	numReplicas int // SPMD programs (DistributedSPMD)
+	// meshes are the Shardy meshes of an AutoSharding program (DistributedAutoSharding), nil
+	// otherwise; numDevices is the devices of the program: its replicas or its mesh's devices.
+	meshes     []*shardy.DeviceMesh
+	numDevices int
 	// reduceFns caches the scalar reduction closures (add, max, ...) per dtype: StableHLO needs one
 	// region per reducing op, and go-xla lets a closure be shared by the ops of its function.
 	reduceFns map[reduceKey]*stablehlo.Function
@@ -163,15 +168,51 @@ func (b *hloBuilder) OpShape(op backends.Op) (shapes.Shape, error) {
 	return hs[0].shape, nil
 }
 
+// Parameter writes a function argument; with a sharding (AutoSharding programs only) it carries
+// the sdy.sharding annotation, as GoMLX's XLA backend writes it.
 func (b *hloBuilder) Parameter(name string, shape shapes.Shape, sharding *backends.ShardingSpec) (backends.Op, error) {
-	if sharding != nil {
-		return nil, fmt.Errorf("%w: sharded parameter %q (AutoSharding) in program %q", ErrHLOUnsupported, name, b.name)
-	}
 	xs, err := shapeToXLA(shape)
 	if err != nil {
 		return nil, fmt.Errorf("xla: StableHLO trace parameter %q: %w", name, err)
 	}
-	return b.wrap(b.fn.NamedInput(name, xs))
+	spec, err := b.shardySpec(sharding)
+	if err != nil {
+		return nil, fmt.Errorf("xla: StableHLO trace parameter %q: %w", name, err)
+	}
+	return b.wrap(b.fn.NamedInputWithSharding(name, xs, spec))
+}
+
+// shardySpec converts a GoMLX sharding spec (nil: none) to go-xla's, over the program's mesh of
+// that name, as GoMLX's XLA backend does.
+func (b *hloBuilder) shardySpec(sharding *backends.ShardingSpec) (*shardy.ShardingSpec, error) {
+	if sharding == nil {
+		return nil, nil
+	}
+	if b.meshes == nil {
+		return nil, fmt.Errorf("sharding over mesh %q in program %q, which is not an AutoSharding program", sharding.Mesh, b.name)
+	}
+	var mesh *shardy.DeviceMesh
+	for _, m := range b.meshes {
+		if m.Name() == sharding.Mesh {
+			mesh = m
+			break
+		}
+	}
+	if mesh == nil {
+		return nil, fmt.Errorf("sharding over mesh %q, which program %q does not declare", sharding.Mesh, b.name)
+	}
+	spec := shardy.NewShardingSpec(mesh)
+	for _, axes := range sharding.Axes {
+		if len(axes) == 0 {
+			spec.AddReplicated()
+		} else {
+			spec.AddShardedAxis(axes...)
+		}
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 func (b *hloBuilder) Constant(flat any, dims ...int) (backends.Op, error) {
@@ -192,29 +233,73 @@ func (b *hloBuilder) DistributedSPMD(numDevices int) error {
 	if numDevices < 1 {
 		return fmt.Errorf("xla: StableHLO trace: %d replicas", numDevices)
 	}
-	b.numReplicas = numDevices
+	if b.meshes != nil {
+		return fmt.Errorf("xla: StableHLO trace: program %q is already an AutoSharding program", b.name)
+	}
+	b.numReplicas, b.numDevices = numDevices, numDevices
 	b.module.WithNumReplicas(numDevices)
 	return nil
 }
 
-func (b *hloBuilder) DistributedAutoSharding(...backends.Mesh) error {
-	return fmt.Errorf("%w: AutoSharding (Shardy) programs; trace SPMD programs instead", ErrHLOUnsupported)
+// DistributedAutoSharding makes the module an AutoSharding program, exactly as GoMLX's XLA backend
+// does: the meshes are declared (sdy.mesh), num_replicas is 1 and num_partitions the devices of
+// the largest mesh; Shardy partitions the global-view program from its arguments' and results'
+// shardings. Meshes' logical device assignments are not written (GoMLX v0.26.0 drops them too).
+func (b *hloBuilder) DistributedAutoSharding(meshes ...backends.Mesh) error {
+	if b.numReplicas > 0 || b.meshes != nil {
+		return fmt.Errorf("xla: StableHLO trace: program %q already has a distribution strategy", b.name)
+	}
+	if len(meshes) == 0 {
+		return fmt.Errorf("xla: StableHLO trace: AutoSharding program %q without a mesh", b.name)
+	}
+	sm := make([]*shardy.DeviceMesh, len(meshes))
+	n := 0
+	for i, m := range meshes {
+		var err error
+		if sm[i], err = shardy.NewDeviceMesh(m.Name, m.AxesSizes, m.AxesNames); err != nil {
+			return fmt.Errorf("xla: StableHLO trace: mesh %q of program %q: %w", m.Name, b.name, err)
+		}
+		if d := sm[i].NumDevices(); d < 1 || d > b.backend.numDevices {
+			return fmt.Errorf("xla: StableHLO trace: mesh %q has %d devices, the trace %d", m.Name, d, b.backend.numDevices)
+		}
+		n = max(n, sm[i].NumDevices())
+	}
+	b.meshes, b.numDevices = sm, n
+	b.module.WithShardy(sm...)
+	b.module.WithNumReplicas(1)
+	b.module.WithNumPartitions(n)
+	return nil
 }
 
 // DeviceAssignment accepts the identity assignment GoMLX sets for multi-device graphs; the text
 // does not carry one (PJRT takes it as a compile option).
 func (b *hloBuilder) DeviceAssignment(devices ...backends.DeviceNum) error {
-	if want := max(b.numReplicas, 1); len(devices) != want {
-		return fmt.Errorf("xla: StableHLO trace: device assignment of %d devices for %d replicas", len(devices), want)
+	if want := max(b.numDevices, 1); len(devices) != want {
+		return fmt.Errorf("xla: StableHLO trace: device assignment of %d devices for a program of %d", len(devices), want)
 	}
 	return nil
 }
 
-// Compile finishes the module and stores its text in the backend. The returned executable cannot
-// run: executing a traced program is an error naming the program.
+// Compile finishes the module and stores its text in the backend. Output shardings (AutoSharding
+// programs only; one per output, nil for none) annotate the results, as GoMLX's XLA backend writes
+// them. The returned executable cannot run: executing a traced program is an error naming the
+// program.
 func (b *hloBuilder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
+	var specs []*shardy.ShardingSpec
 	if len(shardings) > 0 {
-		return nil, fmt.Errorf("%w: output shardings in program %q", ErrHLOUnsupported, b.name)
+		if b.meshes == nil {
+			return nil, fmt.Errorf("xla: StableHLO trace: output shardings in program %q, which is not an AutoSharding program", b.name)
+		}
+		if len(shardings) != len(outputs) {
+			return nil, fmt.Errorf("xla: StableHLO trace: %d output shardings for %d outputs in program %q", len(shardings), len(outputs), b.name)
+		}
+		specs = make([]*shardy.ShardingSpec, len(shardings))
+		for i, s := range shardings {
+			var err error
+			if specs[i], err = b.shardySpec(s); err != nil {
+				return nil, fmt.Errorf("xla: StableHLO trace output #%d: %w", i, err)
+			}
+		}
 	}
 	if b.backend.compiled {
 		return nil, fmt.Errorf("xla: StableHLO trace backend already holds a program; trace %q with a new one", b.name)
@@ -228,7 +313,7 @@ func (b *hloBuilder) Compile(outputs []backends.Op, shardings []*backends.Shardi
 	for i, h := range hs {
 		vals[i], outShapes[i] = h.v, h.shape
 	}
-	if err := b.fn.Return(vals...); err != nil {
+	if err := b.fn.ReturnWithShardingAndAttributes(vals, specs, nil); err != nil {
 		return nil, fmt.Errorf("xla: StableHLO trace %q: %w", b.name, err)
 	}
 	text, err := b.module.Build()

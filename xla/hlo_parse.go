@@ -10,19 +10,115 @@ import (
 
 // HLOModule is the structure of a StableHLO module in the generic op syntax that go-xla writes
 // (and StableHLO returns): enough of it to check what a program does — which operations, which
-// values feed which — without an MLIR toolchain. It is what tests and tools inspect; it does not
-// interpret types or attributes beyond replica groups.
+// values feed which, how an AutoSharding program's arguments and results are sharded — without an
+// MLIR toolchain. It is what tests and tools inspect; it does not interpret types, nor attributes
+// beyond replica groups and Shardy's meshes and shardings.
 type HLOModule struct {
 	Name          string
 	NumReplicas   int // module attribute stablehlo.num_replicas (0 when absent)
 	NumPartitions int // module attribute stablehlo.num_partitions (0 when absent)
-	// Args are the main function's parameters ("%arg0", ...), Ops its body in order, the final
-	// return included; Results the values the return hands back.
+	// Meshes are the Shardy device meshes the module declares (sdy.mesh), in order.
+	Meshes []HLOMesh
+	// Args are the main function's parameters as the text names them, Ops its body in order, the
+	// final return included; Results the values the return hands back. go-xla names a parameter
+	// after GoMLX's parameter name with every character other than [A-Za-z0-9_] replaced by "_":
+	// "%arg0" for input 0 of a trace, "%var__layer_w" for the variable "/layer/w" (GoMLX parameter
+	// "var:/layer/w"); ArgIndex finds one by its GoMLX name.
 	Args    []string
 	Ops     []HLOOp
 	Results []string
+	// ArgTypes and ResultTypes are the main function's signature as written ("tensor<8x4xf32>"),
+	// one per Args and per Results. ArgShardings and ResultShardings hold each one's sdy.sharding
+	// annotation, nil where there is none (every entry is nil outside AutoSharding programs).
+	ArgTypes, ResultTypes         []string
+	ArgShardings, ResultShardings []*HLOSharding
 
 	producer map[string]int // value name → index in Ops
+}
+
+// HLOMesh is a Shardy device mesh: `sdy.mesh @name = <["data"=2, "fsdp"=4]>`.
+type HLOMesh struct {
+	Name string
+	Axes []HLOMeshAxis
+	// DeviceIDs is the mesh's explicit device order (device_ids=[...]); nil for the default,
+	// 0..NumDevices()-1.
+	DeviceIDs []int
+}
+
+// HLOMeshAxis is one named axis of a mesh.
+type HLOMeshAxis struct {
+	Name string
+	Size int
+}
+
+// NumDevices is the product of the axis sizes.
+func (m HLOMesh) NumDevices() int {
+	n := 1
+	for _, a := range m.Axes {
+		n *= a.Size
+	}
+	return n
+}
+
+// HLOSharding is a Shardy tensor sharding: `#sdy.sharding<@mesh, [{"fsdp"}, {}]>`.
+type HLOSharding struct {
+	Mesh string // the mesh's name, without the @
+	// Dims has one entry per tensor dimension: the mesh axes the dimension is split over, major
+	// first, as written without quotes ("fsdp"; a sub-axis as "fsdp:(1)2"; "?" marks an open
+	// dimension). An empty entry is a replicated dimension. A fully replicated rank-2 tensor is
+	// [[] []]; a scalar's Dims is empty.
+	Dims [][]string
+	// Replicated lists the axes written as explicitly replicated (replicated={"a"}), if any.
+	Replicated []string
+}
+
+// IsReplicated reports whether no dimension is split over a mesh axis.
+func (s *HLOSharding) IsReplicated() bool {
+	for _, d := range s.Dims {
+		if len(d) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Axes returns the mesh axes that split dimension dim, nil for a replicated or missing dimension.
+func (s *HLOSharding) Axes(dim int) []string {
+	if dim < 0 || dim >= len(s.Dims) {
+		return nil
+	}
+	return s.Dims[dim]
+}
+
+// Mesh returns the declared mesh of that name, or nil.
+func (m *HLOModule) Mesh(name string) *HLOMesh {
+	for i := range m.Meshes {
+		if m.Meshes[i].Name == name {
+			return &m.Meshes[i]
+		}
+	}
+	return nil
+}
+
+// ArgIndex returns the index in Args of the parameter GoMLX named parameterName (for a context
+// variable, Variable.ParameterName(), e.g. "var:/optimizer/adamw_m/layer/w"), or -1. The text keeps
+// only a sanitised name ([A-Za-z0-9_], other characters as "_"); go-xla refuses two parameters
+// with the same sanitised name, so within one module it is unambiguous.
+func (m *HLOModule) ArgIndex(parameterName string) int {
+	return slices.Index(m.Args, "%"+hloValueName(parameterName))
+}
+
+// hloValueName is go-xla's stablehlo.ConvertToValidName (kept here so parsing needs no builder).
+func hloValueName(name string) string {
+	out := make([]byte, 0, len(name))
+	for _, r := range name {
+		if r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' {
+			out = append(out, byte(r))
+		} else {
+			out = append(out, '_')
+		}
+	}
+	return string(out)
 }
 
 // HLOOp is one operation of the main function.
@@ -250,39 +346,74 @@ func (p *hloParser) module() (*HLOModule, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, kv := range strings.Split(attrs, ",") {
+		for _, kv := range splitTopLevel(attrs) {
 			k, v, _ := strings.Cut(kv, "=")
-			n, _ := strconv.Atoi(strings.Fields(strings.TrimSpace(v) + " ")[0])
+			var dst *int
 			switch strings.TrimSpace(k) {
 			case "stablehlo.num_replicas", "mhlo.num_replicas":
-				m.NumReplicas = n
+				dst = &m.NumReplicas
 			case "stablehlo.num_partitions", "mhlo.num_partitions":
-				m.NumPartitions = n
+				dst = &m.NumPartitions
+			default:
+				continue
 			}
+			// `8`, or with a type: `8 : i32`.
+			f := strings.Fields(v)
+			n, err := strconv.Atoi(strings.Join(f[:min(len(f), 1)], ""))
+			if err != nil || n < 0 {
+				return nil, p.errorf("module attribute %q is not a count", strings.TrimSpace(kv))
+			}
+			*dst = n
 		}
 	}
 	if err := p.expect("{"); err != nil {
 		return nil, err
 	}
-	// Functions: only main is kept (go-xla writes closures inline, as regions).
+	// Meshes and functions: only main is kept (go-xla writes closures inline, as regions).
 	for !p.peek("}") {
 		if p.pos >= len(p.s) {
 			return nil, p.errorf("module not closed")
+		}
+		if p.peek("sdy.mesh") {
+			mesh, err := p.mesh()
+			if err != nil {
+				return nil, err
+			}
+			if m.Mesh(mesh.Name) != nil {
+				return nil, p.errorf("mesh @%s declared twice", mesh.Name)
+			}
+			m.Meshes = append(m.Meshes, mesh)
+			continue
 		}
 		if err := p.expect("func.func"); err != nil {
 			return nil, err
 		}
 		name := p.ident()
+		headerLine := p.line()
 		args, err := p.balanced('(', ')')
 		if err != nil {
 			return nil, err
 		}
-		// The result types run up to the body's opening brace.
-		rest := strings.IndexByte(p.s[p.pos:], '{')
-		if rest < 0 {
+		var results string
+		if p.peek("->") {
+			p.pos += len("->")
+			if p.peek("(") {
+				if results, err = p.balanced('(', ')'); err != nil {
+					return nil, err
+				}
+			} else {
+				// One result without attributes: its type runs up to the body's opening brace.
+				rest := strings.IndexByte(p.s[p.pos:], '{')
+				if rest < 0 {
+					return nil, p.errorf("function %s has no body", name)
+				}
+				results = p.s[p.pos : p.pos+rest]
+				p.pos += rest
+			}
+		}
+		if !p.peek("{") {
 			return nil, p.errorf("function %s has no body", name)
 		}
-		p.pos += rest
 		bodyStart := p.pos + 1
 		if _, err := p.balanced('{', '}'); err != nil {
 			return nil, err
@@ -290,14 +421,18 @@ func (p *hloParser) module() (*HLOModule, error) {
 		if name != "@main" {
 			continue
 		}
-		for _, a := range strings.Split(args, ",") {
-			if n, _, ok := strings.Cut(strings.TrimSpace(a), ":"); ok && strings.HasPrefix(n, "%") {
-				m.Args = append(m.Args, strings.TrimSpace(n))
-			}
+		if m.Ops != nil {
+			return nil, p.errorf("module %s has two main functions", m.Name)
+		}
+		if err := m.signature(args, results, headerLine); err != nil {
+			return nil, err
 		}
 		body := &hloParser{s: p.s, pos: bodyStart}
 		if m.Ops, err = body.ops(p.pos - 1); err != nil {
 			return nil, err
+		}
+		if m.Ops == nil {
+			return nil, fmt.Errorf("StableHLO text, line %d: main has an empty body", headerLine)
 		}
 	}
 	if m.Ops == nil {
@@ -313,7 +448,331 @@ func (p *hloParser) module() (*HLOModule, error) {
 	} else {
 		return nil, fmt.Errorf("StableHLO text, line %d: main does not end with a return", last.Line)
 	}
+	if len(m.Results) != len(m.ResultTypes) {
+		return nil, fmt.Errorf("StableHLO text, line %d: main returns %d values but its signature has %d results",
+			m.Ops[len(m.Ops)-1].Line, len(m.Results), len(m.ResultTypes))
+	}
+	for i, sh := range append(slices.Clone(m.ArgShardings), m.ResultShardings...) {
+		if sh == nil {
+			continue
+		}
+		if err := m.checkSharding(sh); err != nil {
+			if i < len(m.Args) {
+				return nil, fmt.Errorf("StableHLO text: main's argument %s: %w", m.Args[i], err)
+			}
+			return nil, fmt.Errorf("StableHLO text: main's result #%d: %w", i-len(m.Args), err)
+		}
+	}
 	return m, nil
+}
+
+// checkSharding checks that a sharding names a declared mesh and only its axes.
+func (m *HLOModule) checkSharding(sh *HLOSharding) error {
+	mesh := m.Mesh(sh.Mesh)
+	if mesh == nil {
+		return fmt.Errorf("sharding over mesh @%s, which the module does not declare", sh.Mesh)
+	}
+	known := func(axis string) bool {
+		base, _, _ := strings.Cut(axis, ":")
+		return slices.ContainsFunc(mesh.Axes, func(a HLOMeshAxis) bool { return a.Name == base })
+	}
+	for d, axes := range sh.Dims {
+		for _, a := range axes {
+			if a != "?" && !known(a) {
+				return fmt.Errorf("dimension %d is sharded over %q, not an axis of mesh @%s", d, a, sh.Mesh)
+			}
+		}
+	}
+	for _, a := range sh.Replicated {
+		if !known(a) {
+			return fmt.Errorf("replicated axis %q is not an axis of mesh @%s", a, sh.Mesh)
+		}
+	}
+	return nil
+}
+
+// signature reads main's parameters (`%name: type [{attrs}]`, comma separated) and result types
+// (`type [{attrs}]`, comma separated) with their sdy.sharding annotations.
+func (m *HLOModule) signature(args, results string, line int) error {
+	for _, a := range splitTopLevel(args) {
+		name, rest, ok := strings.Cut(a, ":")
+		name = strings.TrimSpace(name)
+		if !ok || !strings.HasPrefix(name, "%") || len(name) < 2 {
+			return fmt.Errorf("StableHLO text, line %d: main's parameter %q is not `%%name: type`", line, a)
+		}
+		typ, sh, err := typeAndSharding(rest)
+		if err != nil {
+			return fmt.Errorf("StableHLO text, line %d: main's parameter %s: %w", line, name, err)
+		}
+		m.Args = append(m.Args, name)
+		m.ArgTypes = append(m.ArgTypes, typ)
+		m.ArgShardings = append(m.ArgShardings, sh)
+	}
+	for i, r := range splitTopLevel(results) {
+		typ, sh, err := typeAndSharding(r)
+		if err != nil {
+			return fmt.Errorf("StableHLO text, line %d: main's result #%d: %w", line, i, err)
+		}
+		m.ResultTypes = append(m.ResultTypes, typ)
+		m.ResultShardings = append(m.ResultShardings, sh)
+	}
+	return nil
+}
+
+// typeAndSharding splits `type [{attrs}]` and parses the sdy.sharding attribute, if any.
+func typeAndSharding(s string) (string, *HLOSharding, error) {
+	s = strings.TrimSpace(s)
+	typ, attrs := s, ""
+	if i := indexTopLevel(s, '{'); i >= 0 {
+		typ = strings.TrimSpace(s[:i])
+		if !strings.HasSuffix(s, "}") {
+			return "", nil, fmt.Errorf("attributes %q are not closed", s[i:])
+		}
+		attrs = s[i+1 : len(s)-1]
+	}
+	if typ == "" {
+		return "", nil, fmt.Errorf("no type in %q", s)
+	}
+	var sh *HLOSharding
+	for _, kv := range splitTopLevel(attrs) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return "", nil, fmt.Errorf("attribute %q is not `name = value`", kv)
+		}
+		if strings.TrimSpace(k) != "sdy.sharding" {
+			continue
+		}
+		var err error
+		if sh, err = parseSharding(strings.TrimSpace(v)); err != nil {
+			return "", nil, err
+		}
+	}
+	return typ, sh, nil
+}
+
+// parseSharding reads `#sdy.sharding<@mesh, [{"a", "b"}, {}, {?}], replicated={"c"}>`. Dimension
+// priorities (`{"a"}p1`) are accepted and dropped; an inline mesh (`mesh<[...]>`) is refused.
+func parseSharding(s string) (*HLOSharding, error) {
+	body, ok := strings.CutPrefix(s, "#sdy.sharding<")
+	if !ok || !strings.HasSuffix(body, ">") {
+		return nil, fmt.Errorf("sdy.sharding %q is not #sdy.sharding<...>", s)
+	}
+	parts := splitTopLevel(body[:len(body)-1])
+	if len(parts) < 2 {
+		return nil, fmt.Errorf("sdy.sharding %q has no mesh or no dimension list", s)
+	}
+	mesh, ok := strings.CutPrefix(parts[0], "@")
+	if !ok || mesh == "" || !isIdent(mesh) {
+		return nil, fmt.Errorf("sdy.sharding %q: mesh %q is not a reference @name (inline meshes are not supported)", s, parts[0])
+	}
+	sh := &HLOSharding{Mesh: mesh, Dims: [][]string{}}
+	dims := parts[1]
+	if !strings.HasPrefix(dims, "[") || !strings.HasSuffix(dims, "]") {
+		return nil, fmt.Errorf("sdy.sharding %q: dimension list %q is not [...]", s, dims)
+	}
+	for _, d := range splitTopLevel(dims[1 : len(dims)-1]) {
+		// {axes} then an optional priority p<N>.
+		end := strings.LastIndexByte(d, '}')
+		if !strings.HasPrefix(d, "{") || end < 0 {
+			return nil, fmt.Errorf("sdy.sharding %q: dimension %q is not {...}", s, d)
+		}
+		if prio := d[end+1:]; prio != "" && !isPriority(prio) {
+			return nil, fmt.Errorf("sdy.sharding %q: dimension %q: %q is not a priority p<N>", s, d, prio)
+		}
+		axes, err := axisList(d[1:end])
+		if err != nil {
+			return nil, fmt.Errorf("sdy.sharding %q: dimension %q: %w", s, d, err)
+		}
+		sh.Dims = append(sh.Dims, axes)
+	}
+	for _, extra := range parts[2:] {
+		k, v, ok := strings.Cut(extra, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !strings.HasPrefix(v, "{") || !strings.HasSuffix(v, "}") {
+			return nil, fmt.Errorf("sdy.sharding %q: %q is not `name={axes}`", s, extra)
+		}
+		axes, err := axisList(v[1 : len(v)-1])
+		if err != nil {
+			return nil, fmt.Errorf("sdy.sharding %q: %s: %w", s, k, err)
+		}
+		if k == "replicated" {
+			sh.Replicated = axes
+		} // unreduced={...} and the like: not interpreted
+	}
+	return sh, nil
+}
+
+// axisList reads `"a", "b":(1)2, ?` into ["a", "b:(1)2", "?"].
+func axisList(s string) ([]string, error) {
+	out := []string{}
+	for _, a := range splitTopLevel(s) {
+		if a == "?" {
+			out = append(out, a)
+			continue
+		}
+		rest, ok := strings.CutPrefix(a, `"`)
+		q := strings.IndexByte(rest, '"')
+		if !ok || q <= 0 {
+			return nil, fmt.Errorf("axis %q is not a quoted name", a)
+		}
+		name, sub := rest[:q], rest[q+1:]
+		if !isIdent(name) {
+			return nil, fmt.Errorf("axis name %q is not an identifier", name)
+		}
+		if sub != "" && !subAxisRE.MatchString(sub) {
+			return nil, fmt.Errorf("axis %q: %q is not a sub-axis :(pre)size", a, sub)
+		}
+		out = append(out, name+sub)
+	}
+	return out, nil
+}
+
+var subAxisRE = regexp.MustCompile(`^:\(\d+\)\d+$`)
+
+func isPriority(s string) bool {
+	if len(s) < 2 || s[0] != 'p' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isIdent reports whether s is a non-empty [A-Za-z0-9_.$-] word (MLIR's bare identifier).
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '$' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// mesh reads `sdy.mesh @name = <["a"=2, "b"=4]>` or `<[...], device_ids=[...]>`.
+func (p *hloParser) mesh() (HLOMesh, error) {
+	if err := p.expect("sdy.mesh"); err != nil {
+		return HLOMesh{}, err
+	}
+	name := p.ident()
+	mesh := HLOMesh{Name: strings.TrimPrefix(name, "@")}
+	if !strings.HasPrefix(name, "@") || !isIdent(mesh.Name) {
+		return mesh, p.errorf("mesh name %q is not @name", name)
+	}
+	if err := p.expect("="); err != nil {
+		return mesh, err
+	}
+	line := p.line()
+	body, err := p.balanced('<', '>')
+	if err != nil {
+		return mesh, err
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("StableHLO text, line %d: mesh @%s: %s", line, mesh.Name, fmt.Sprintf(format, args...))
+	}
+	parts := splitTopLevel(body)
+	if len(parts) == 0 || !strings.HasPrefix(parts[0], "[") || !strings.HasSuffix(parts[0], "]") {
+		return mesh, bad("axes %q are not [...]", body)
+	}
+	for _, a := range splitTopLevel(parts[0][1 : len(parts[0])-1]) {
+		k, v, ok := strings.Cut(a, "=")
+		axis, okq := strings.CutPrefix(strings.TrimSpace(k), `"`)
+		axis, okq2 := strings.CutSuffix(axis, `"`)
+		size, err := strconv.Atoi(strings.TrimSpace(v))
+		if !ok || !okq || !okq2 || !isIdent(axis) || err != nil || size < 1 {
+			return mesh, bad("axis %q is not \"name\"=size", a)
+		}
+		if slices.ContainsFunc(mesh.Axes, func(x HLOMeshAxis) bool { return x.Name == axis }) {
+			return mesh, bad("axis %q appears twice", axis)
+		}
+		mesh.Axes = append(mesh.Axes, HLOMeshAxis{Name: axis, Size: size})
+	}
+	for _, extra := range parts[1:] {
+		k, v, _ := strings.Cut(extra, "=")
+		v = strings.TrimSpace(v)
+		if strings.TrimSpace(k) != "device_ids" || !strings.HasPrefix(v, "[") || !strings.HasSuffix(v, "]") {
+			return mesh, bad("%q is not device_ids=[...]", extra)
+		}
+		for _, f := range splitTopLevel(v[1 : len(v)-1]) {
+			id, err := strconv.Atoi(f)
+			if err != nil || id < 0 {
+				return mesh, bad("device id %q", f)
+			}
+			mesh.DeviceIDs = append(mesh.DeviceIDs, id)
+		}
+		if len(mesh.DeviceIDs) != mesh.NumDevices() {
+			return mesh, bad("%d device ids for %d devices", len(mesh.DeviceIDs), mesh.NumDevices())
+		}
+	}
+	return mesh, nil
+}
+
+// splitTopLevel splits s at the commas outside brackets ((), [], {}, <>) and quoted strings, and
+// trims the pieces; an empty or blank s gives none. Unbalanced closers are treated as text.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, inStr, start := 0, false, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '(' || c == '[' || c == '{' || c == '<':
+			depth++
+		case c == ')' || c == ']' || c == '}' || c == '>':
+			// "->" is an arrow, not a closer.
+			if c == '>' && i > 0 && s[i-1] == '-' {
+				continue
+			}
+			if depth > 0 {
+				depth--
+			}
+		case c == ',' && depth == 0:
+			out = append(out, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	if last := strings.TrimSpace(s[start:]); last != "" || len(out) > 0 {
+		out = append(out, last)
+	}
+	return out
+}
+
+// indexTopLevel returns the index of the first c outside brackets and quoted strings, or -1.
+func indexTopLevel(s string, c byte) int {
+	depth, inStr := 0, false
+	for i := 0; i < len(s); i++ {
+		switch x := s[i]; {
+		case inStr:
+			if x == '\\' {
+				i++
+			} else if x == '"' {
+				inStr = false
+			}
+		case x == c && depth == 0:
+			return i
+		case x == '"':
+			inStr = true
+		case x == '(' || x == '[' || x == '{' || x == '<':
+			depth++
+		case x == ')' || x == ']' || x == '}' || x == '>':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return -1
 }
 
 // ops reads operations until end (an offset in p.s).

@@ -17,7 +17,8 @@ import (
 )
 
 // These tests run in every build, -tags noxla included: tracing needs no cgo and no plugin.
-// hlo_gomlx_test.go checks the text against GoMLX's own XLA backend where that is compiled in.
+// trainer/step's hlo_gomlx_test.go and hlo_sharding_gomlx_test.go here check the text against
+// GoMLX's own XLA backend where that is compiled in; hlo_sharding_test.go covers AutoSharding.
 
 // TestHLODTypesAgree pins the assumption of dtypeToXLA: GoMLX and go-xla number dtypes alike.
 func TestHLODTypesAgree(t *testing.T) {
@@ -127,8 +128,8 @@ func TestStableHLOErrors(t *testing.T) {
 		{HLOSpec{Name: "x", Replicas: -1, Inputs: []shapes.Shape{f32()}}, "xla.HLOSpec.Replicas"},
 		{HLOSpec{Name: "x", Inputs: []shapes.Shape{{}}}, "xla.HLOSpec.Inputs[0]"},
 	} {
-		if _, err := StableHLO(ctx, tc.spec, identity); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("StableHLO(%+v) = %v; want an error naming %s", tc.spec, err, tc.want)
+		if _, err := StableHLO(ctx, tc.spec, identity); !errors.Is(err, ErrInvalidHLOSpec) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("StableHLO(%+v) = %v; want ErrInvalidHLOSpec naming %s", tc.spec, err, tc.want)
 		}
 	}
 	// An operation the tracer does not translate is named.

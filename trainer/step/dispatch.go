@@ -164,8 +164,18 @@ func (s *Stepper) execute(p *Pending, micro []*DeviceBatch, poison bool) error {
 	last := len(micro) - 1
 	for a, db := range micro[:last] {
 		var args []*tensors.Tensor
+		if s.auto {
+			specs, err := s.autoInputSpecs(ranks(db.inputs[0]), 0, acc != nil)
+			if err != nil {
+				return err
+			}
+			s.grad.WithInputShardingSpecs(specs...)
+		}
 		for r := range n {
 			args = append(args, db.inputs[r]...)
+			if s.fsdp != nil && !s.auto {
+				args = append(args, s.fsdp.idx[r])
+			}
 			if acc != nil {
 				args = append(args, acc[r]...)
 			}
@@ -189,10 +199,20 @@ func (s *Stepper) execute(p *Pending, micro []*DeviceBatch, poison bool) error {
 	if poison {
 		acc = s.poisoned(acc)
 	}
+	if s.auto {
+		specs, err := s.autoInputSpecs(ranks(micro[last].inputs[0]), 2, acc != nil)
+		if err != nil {
+			return err
+		}
+		s.train.WithInputShardingSpecs(specs...)
+	}
 	var args []*tensors.Tensor
 	for r := range n {
 		args = append(args, micro[last].inputs[r]...)
 		args = append(args, s.win.table[r], s.win.ctr[r])
+		if s.fsdp != nil && !s.auto {
+			args = append(args, s.fsdp.idx[r])
+		}
 		if acc != nil {
 			args = append(args, acc[r]...)
 		}
@@ -228,18 +248,18 @@ func (s *Stepper) poisoned(acc [][]*tensors.Tensor) [][]*tensors.Tensor {
 		acc = make([][]*tensors.Tensor, s.cfg.NumReplicas)
 		for r := range acc {
 			acc[r] = append(acc[r], tensors.FromScalar(float32(0)), tensors.FromScalar(float32(0)), tensors.FromScalar(float32(0)))
-			for _, p := range s.params {
-				acc[r] = append(acc[r], tensors.FromShape(shapes.Make(dtypes.Float32, p.Shape...)))
+			for i := range s.params {
+				acc[r] = append(acc[r], tensors.FromShape(shapes.Make(dtypes.Float32, s.accShape(i)...)))
 			}
 		}
 	}
-	p := s.params[0]
-	nan := make([]float32, shapes.Make(dtypes.Float32, p.Shape...).Size())
+	dims := s.accShape(0)
+	nan := make([]float32, shapes.Make(dtypes.Float32, dims...).Size())
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
 	acc[0][carryScalars].FinalizeAll()
-	acc[0][carryScalars] = tensors.FromFlatDataAndDimensions(nan, p.Shape...)
+	acc[0][carryScalars] = tensors.FromFlatDataAndDimensions(nan, dims...)
 	return acc
 }
 
@@ -358,4 +378,22 @@ func (s *Stepper) Step(ctx context.Context, micro [][]*data.Batch, lr float64) (
 		return Result{}, err
 	}
 	return out[0], nil
+}
+
+// accShape is the shape of parameter i's gradient accumulator on a replica: the parameter's, or
+// its shard's in an FSDP step.
+func (s *Stepper) accShape(i int) []int {
+	if s.fsdp != nil {
+		return s.fsdp.layouts[i].ShardShape
+	}
+	return s.params[i].Shape
+}
+
+// ranks are the ranks of a replica's batch tensors.
+func ranks(ts []*tensors.Tensor) []int {
+	out := make([]int, len(ts))
+	for i, t := range ts {
+		out[i] = t.Shape().Rank()
+	}
+	return out
 }

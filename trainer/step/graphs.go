@@ -115,11 +115,7 @@ func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateS
 	for i, sum := range sums {
 		grads[i] = Div(sum, Max(count, OnesLike(count)))
 	}
-	sumSq := Scalar(g, dtypes.Float32, 0)
-	for _, gr := range grads {
-		sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
-	}
-	norm = Sqrt(sumSq)
+	norm = Sqrt(s.gradSumSq(g, grads))
 	finite = LogicalAnd(IsFinite(norm), allow)
 	if maxNorm := s.cfg.Optimizer.MaxGradNorm; maxNorm > 0 {
 		// torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), clamped to 1.

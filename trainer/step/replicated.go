@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // graph code reads better unqualified.
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -127,7 +128,9 @@ func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	// the loss sum and term count (the mean's numerator and denominator over the global batch).
 	local := append(append(make([]*Node, 0, p+2), grads...), sum, terms)
 	global := local
-	if s.cfg.NumReplicas > 1 && !s.omitAllReduce {
+	// An AutoSharding program (FSDPStableHLO) is global: its sums are over the global batch
+	// already, and XLA's partitioner inserts the collectives.
+	if s.cfg.NumReplicas > 1 && !s.omitAllReduce && sum.Graph().DistributedStrategy() != distributed.AutoSharding {
 		global = sum.Graph().Distributed().AllReduce(local, backends.ReduceOpSum)
 	}
 	sc := windowScalars(table, ctr, s.cfg.window())

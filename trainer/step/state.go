@@ -209,9 +209,12 @@ func checkShape(h HostTensor, want shapes.Shape) error {
 
 // hostCopy copies a variable's value into a new byte slice.
 func hostCopy(name string, v *mlctx.Variable) (HostTensor, error) {
-	t, err := v.Value()
+	t, owned, err := wholeValue(v)
 	if err != nil {
 		return HostTensor{}, fmt.Errorf("step: reading %s: %w", name, err)
+	}
+	if owned {
+		defer t.FinalizeAll()
 	}
 	sh := t.Shape()
 	h := HostTensor{Name: name, DType: sh.DType, Shape: slices.Clone(sh.Dimensions)}
@@ -254,4 +257,20 @@ func finite(h HostTensor) bool {
 		}
 	}
 	return true
+}
+
+// wholeValue returns v's whole value. A sharded variable's shards are merged into a new tensor
+// the caller owns (owned): GoMLX's Variable.Value would keep the merged copy in the variable,
+// doubling what a save holds until the next step.
+func wholeValue(v *mlctx.Variable) (t *tensors.Tensor, owned bool, err error) {
+	if spec := v.ShardingSpec(); spec != nil && !spec.IsReplicated() {
+		dv, err := v.DistributedValue()
+		if err != nil {
+			return nil, false, err
+		}
+		t, err := dv.Merge()
+		return t, err == nil, err
+	}
+	t, err = v.Value()
+	return t, false, err
 }

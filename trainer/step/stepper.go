@@ -33,6 +33,9 @@ type Config struct {
 	// consecutive updates were skipped for non-finite gradients, so the state stays that of the
 	// step where the limit was reached until the host reads it (0: no limit).
 	MaxConsecutiveNonfinite int
+	// FSDP shards parameters, gradients and optimizer state over a device mesh (fsdp.go); nil
+	// replicates them on every replica (data parallelism).
+	FSDP *FSDP
 }
 
 // MaxWindow bounds Config.Window: the scalar table has Window² rows.
@@ -69,6 +72,10 @@ type Stepper struct {
 	win       window
 	pending   []*Pending
 	collected []Result
+	// fsdp is the sharded layout when Config.FSDP is set (fsdp.go); auto says the runtime is a
+	// PJRT plugin, where the step is the AutoSharding program (fsdp_auto.go), not the SPMD one.
+	fsdp *fsdpPlan
+	auto bool
 	// omitAllReduce builds ProgramReplicatedStep without its all-reduce. Only tests set it, to
 	// show that the golden checks reject a step whose replicas would diverge.
 	omitAllReduce bool
@@ -105,10 +112,21 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	if err := s.createOptimizerState(); err != nil {
 		return nil, err
 	}
-	if s.grad, err = mlctx.NewExec(rt.Backend(), m.Context(), s.gradGraph); err != nil {
+	gradFn, trainFn := s.gradGraph, s.trainGraph
+	if cfg.FSDP != nil {
+		if s.fsdp, err = s.newFSDPPlan(*cfg.FSDP); err != nil {
+			return nil, err
+		}
+		gradFn, trainFn = s.fsdpGradGraph, s.fsdpTrainGraph
+		if s.auto = rt.Kind() != xla.DeviceGo; s.auto {
+			gradFn = s.autoOutputs(&s.grad, s.gradGraph, s.gradOutputSpecs)
+			trainFn = s.autoOutputs(&s.train, s.trainGraph, s.trainOutputSpecs)
+		}
+	}
+	if s.grad, err = mlctx.NewExec(rt.Backend(), m.Context(), gradFn); err != nil {
 		return nil, err
 	}
-	if s.train, err = mlctx.NewExec(rt.Backend(), m.Context(), s.trainGraph); err != nil {
+	if s.train, err = mlctx.NewExec(rt.Backend(), m.Context(), trainFn); err != nil {
 		return nil, err
 	}
 	if s.eval, err = mlctx.NewExec(rt.Backend(), m.Context(), s.evalGraph); err != nil {
@@ -122,8 +140,11 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 // runtime has can still trace its programs (StableHLO).
 func (s *Stepper) ready() error {
 	n := s.cfg.NumReplicas
-	if s.spmdReady || n == 1 {
+	if s.spmdReady || (n == 1 && s.fsdp == nil) {
 		return nil
+	}
+	if s.fsdp != nil {
+		return s.readyFSDP()
 	}
 	if have := s.rt.NumDevices(); n > have {
 		return fmt.Errorf("step.Config.NumReplicas: %d replicas, but the runtime has %d devices (xla.Config.NumDevices)", n, have)
