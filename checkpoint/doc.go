@@ -68,14 +68,32 @@
 // # Concurrency
 //
 // A Writer is the single writer of a host: create one per host, in the process of local rank 0
-// (NewWriter enforces it); replicas hand it snapshots and never write. Its one goroutine, started by NewWriter and stopped
-// by Close, commits snapshots in order. Save returns once the snapshot is queued (training
-// continues while it is written); at most one save is pending, so a second Save waits for the
-// first. The snapshot must hold host copies taken at Save time (the trainer copies device buffers
-// into it), so what is written is the state at Save even while training goes on. An error of a
-// background save is returned by the next Save, Wait or Close — never dropped. Writer methods are
-// safe for concurrent use; List, Latest, Open and Prune may run concurrently with a writer of
-// another directory; Cleanup and Prune must only be run by the directory's single writer.
+// (NewWriter enforces it); replicas hand it snapshots and never write. Its one goroutine, started
+// by NewWriter and stopped by Close, commits snapshots in order. Save returns once the snapshot
+// is queued (training continues while it is written); at most one save is pending, so a second
+// Save waits for the first. What is written must be the state at Save even while training goes
+// on, in one of two ways:
+//
+//   - A file's Data or WriteTo holds host copies taken at Save time (the caller copied the
+//     device buffers into it).
+//   - A Live file (SafetensorsFile over a TensorSource: tensors still on devices, possibly as
+//     per-device shards) is staged by the writer: Save returns only once every Live file of the
+//     snapshot is written — each tensor gathered to the host by TensorSource.Stage, one at a
+//     time, into one buffer the size of the largest tensor, and written through a write buffer
+//     of 4 MiB — so the caller may overwrite (donate) the device buffers as soon as Save
+//     returns. Stage runs on the writer's goroutine with Save's context, one call at a time,
+//     while Save blocks, and never after Save returned. The Live files are written first and
+//     fsynced after Save returns; the other files, the manifest and the commit stay in the
+//     background. A failed staging (a Stage error, ctx cancelled) fails the save: Save returns
+//     the error, naming the file and tensor, nothing of the save is left and earlier
+//     checkpoints (one of the same step included) are untouched. A save holds about the
+//     largest tensor of host memory plus 8 MiB (the write buffer and the chunk being
+//     checksummed, shared by the files of a save), never the sum of the tensors.
+//
+// An error of a background save is returned by the next Save, Wait or Close — never dropped.
+// Writer methods are safe for concurrent use; List, Latest, Open and Prune may run concurrently
+// with a writer of another directory; Cleanup and Prune must only be run by the directory's
+// single writer.
 //
 // This package does not build on GoMLX's context/checkpoints, whose Save drops write errors,
 // writes final files in place and grows with randomly named metric variables.

@@ -167,6 +167,11 @@ func stagingDir(outputDir string, step int, runID string) string {
 // it), and fsyncs the directory. The host's part is durable when it returns; the checkpoint is
 // committed later by the primary.
 func WritePart(outputDir string, hosts Hosts, snap Snapshot) error {
+	return writePart(outputDir, hosts, snap, nil)
+}
+
+// writePart is WritePart, staging the Live files with st (see writeFiles).
+func writePart(outputDir string, hosts Hosts, snap Snapshot, st *stager) error {
 	if err := hosts.Validate(); err != nil {
 		return err
 	}
@@ -180,14 +185,11 @@ func WritePart(outputDir string, hosts Hosts, snap Snapshot) error {
 	if err := atomicfile.MkdirAll(stage); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	p := Part{Format: PartFormat, Version: Version, Step: snap.Step, Host: hosts.Host, Files: []FileEntry{}}
-	for _, f := range snap.Files {
-		e, err := writeFile(filepath.Join(stage, f.Name), f)
-		if err != nil {
-			return fmt.Errorf("host %d: %w", hosts.Host, err)
-		}
-		p.Files = append(p.Files, e)
+	files, err := writeFiles(stage, snap.Files, st)
+	if err != nil {
+		return fmt.Errorf("host %d: %w", hosts.Host, err)
 	}
+	p := Part{Format: PartFormat, Version: Version, Step: snap.Step, Host: hosts.Host, Files: append([]FileEntry{}, files...)}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
@@ -205,7 +207,13 @@ func WritePart(outputDir string, hosts Hosts, snap Snapshot) error {
 
 // commitPrimary is the primary's side of a multi-host save: it writes its own files into the
 // staging directory, waits for every other host's part, verifies and merges them, and commits.
-func commitPrimary(ctx context.Context, outputDir string, hosts Hosts, snap Snapshot) (dir string, err error) {
+func commitPrimary(ctx context.Context, outputDir string, hosts Hosts, snap Snapshot) (string, error) {
+	return commitPrimaryStaged(ctx, outputDir, hosts, snap, nil)
+}
+
+// commitPrimaryStaged is commitPrimary, staging the Live files with st (see writeFiles); ctx
+// bounds the wait for the parts.
+func commitPrimaryStaged(ctx context.Context, outputDir string, hosts Hosts, snap Snapshot, st *stager) (dir string, err error) {
 	if err := validateSnapshot(snap); err != nil {
 		return "", err
 	}
@@ -220,14 +228,13 @@ func commitPrimary(ctx context.Context, outputDir string, hosts Hosts, snap Snap
 			}
 		}
 	}()
-	m := Manifest{Format: Format, Version: Version, Step: snap.Step}
+	files, err := writeFiles(stage, snap.Files, st)
+	if err != nil {
+		return "", err
+	}
+	m := Manifest{Format: Format, Version: Version, Step: snap.Step, Files: files}
 	owner := map[string]int{}
 	for _, f := range snap.Files {
-		e, err := writeFile(filepath.Join(stage, f.Name), f)
-		if err != nil {
-			return "", err
-		}
-		m.Files = append(m.Files, e)
 		owner[f.Name] = 0
 	}
 	parts, err := awaitParts(ctx, stage, hosts, snap.Step)

@@ -80,7 +80,7 @@ func (c WriterConfig) lockPath() (string, error) {
 type Writer struct {
 	cfg  WriterConfig
 	log  *slog.Logger
-	jobs chan Snapshot
+	jobs chan job
 	// slot holds a token while a save is pending: Save takes it, the goroutine returns it.
 	slot chan struct{}
 	done chan struct{}
@@ -103,7 +103,7 @@ func NewWriter(cfg WriterConfig) (_ *Writer, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Writer{cfg: cfg, log: cfg.Logger, jobs: make(chan Snapshot), slot: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &Writer{cfg: cfg, log: cfg.Logger, jobs: make(chan job), slot: make(chan struct{}, 1), done: make(chan struct{})}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -137,26 +137,45 @@ func NewWriter(cfg WriterConfig) (_ *Writer, err error) {
 	return w, nil
 }
 
+// job is one save: the snapshot, the Save's context (for staging its Live files) and the
+// channel that tells Save the staging ended: nil once every Live file is written, or the error
+// that ended the save before that.
+type job struct {
+	ctx    context.Context
+	snap   Snapshot
+	staged chan error // buffered (1); receives exactly one value
+}
+
 func (w *Writer) loop() {
 	defer close(w.done)
-	for snap := range w.jobs {
-		w.write(snap)
+	for j := range w.jobs {
+		w.write(j)
 		<-w.slot
 	}
 }
 
-func (w *Writer) write(snap Snapshot) {
+func (w *Writer) write(j job) {
+	snap := j.snap
+	signalled := false
+	st := &stager{ctx: j.ctx, staged: func() { signalled = true; j.staged <- nil }}
 	var dir string
 	var err error
+	defer func() {
+		if !signalled {
+			// The save ended before its Live files were written: Save learns it from here,
+			// once the error is recorded.
+			j.staged <- err
+		}
+	}()
 	h := w.cfg.Hosts
 	switch {
 	case !h.Multi():
-		dir, err = Commit(w.cfg.OutputDir, snap)
+		dir, err = commit(w.cfg.OutputDir, snap, st)
 	case h.Host == 0:
-		dir, err = commitPrimary(context.Background(), w.cfg.OutputDir, h, snap)
+		dir, err = commitPrimaryStaged(context.Background(), w.cfg.OutputDir, h, snap, st)
 	default:
 		// A non-primary host's save ends when its part is durable; the primary commits.
-		if err = WritePart(w.cfg.OutputDir, h, snap); err == nil {
+		if err = writePart(w.cfg.OutputDir, h, snap, st); err == nil {
 			w.log.Info("checkpoint part written", "host", h.Host, "step", snap.Step)
 			w.mu.Lock()
 			w.parts = append(w.parts, snap.Step)
@@ -182,9 +201,15 @@ func (w *Writer) write(snap Snapshot) {
 	w.committed = append(w.committed, Entry{Dir: dir, Step: snap.Step})
 }
 
-// Save hands a host-staged snapshot to the writer and returns once it is queued (after the save
-// before it, if still pending, has finished). It returns the error of an earlier save not yet
-// reported, in which case snap is not saved. The snapshot's bytes must not be modified afterwards.
+// Save hands a snapshot to the writer and returns once it is queued (after the save before it,
+// if still pending, has finished) and, if snap holds Live files, once they are staged: every
+// Live file's WriteTo has run (on the writer's goroutine, with ctx), so the state they read may
+// change as soon as Save returns, while the fsyncs, the other files, the manifest and the
+// commit go on in the background. A failed staging fails the save and Save returns its error
+// (nothing of the save is left, earlier checkpoints are untouched). Save returns the error of
+// an earlier save not yet reported, in which case snap is not saved. The bytes of snap's other
+// files must not be modified afterwards. ctx bounds the wait for the queue and is the staging's
+// context; the background part of the save does not use it.
 func (w *Writer) Save(ctx context.Context, snap Snapshot) error {
 	select {
 	case w.slot <- struct{}{}:
@@ -202,9 +227,17 @@ func (w *Writer) Save(ctx context.Context, snap Snapshot) error {
 		<-w.slot
 		return errors.New("checkpoint: Save on a closed Writer")
 	}
-	w.jobs <- snap
+	j := job{ctx: ctx, snap: snap, staged: make(chan error, 1)}
+	w.jobs <- j
 	if w.cfg.Sync {
 		return w.Wait()
+	}
+	if snap.live() {
+		if err := <-j.staged; err != nil {
+			// The save is over (or ending): report its error now rather than from the next
+			// call, since the caller waited for it.
+			return w.Wait()
+		}
 	}
 	return nil
 }
