@@ -83,10 +83,17 @@ type TrainingArguments struct {
 	LabelNames          []string `json:"label_names"`
 	LoadBestModelAtEnd  bool     `json:"load_best_model_at_end" hf:"nullable"`
 	// MetricForBestModel: "" is HF's None; Finalize sets "loss" when load_best_model_at_end.
-	MetricForBestModel   string  `json:"metric_for_best_model" hf:"nullable"`
-	GreaterIsBetter      *bool   `json:"greater_is_better"`
-	IgnoreDataSkip       bool    `json:"ignore_data_skip" hf:"nullable"`
-	LabelSmoothingFactor float64 `json:"label_smoothing_factor"`
+	MetricForBestModel string `json:"metric_for_best_model" hf:"nullable"`
+	GreaterIsBetter    *bool  `json:"greater_is_better"`
+	IgnoreDataSkip     bool   `json:"ignore_data_skip" hf:"nullable"`
+	// FSDP: HF's fsdp options (FSDPFullShard…), [] when off. gotpu implements full_shard and
+	// hybrid_shard, with auto_wrap; see args_fsdp.go and FSDPPlan. JSON and flags also take HF's
+	// space-separated string ("full_shard auto_wrap") and true (full_shard).
+	FSDP []string `json:"fsdp"`
+	// FSDPConfig: HF's fsdp_config (a dict, or the path of a JSON file, read when given), as HF's
+	// post-init leaves it; see FSDPConfig.
+	FSDPConfig           FSDPConfig `json:"fsdp_config"`
+	LabelSmoothingFactor float64    `json:"label_smoothing_factor"`
 	// Optim: "adamw_torch" (the default before torch 2.8; 5.x picks "adamw_torch_fused" on newer
 	// torch — the same update), "adamw_torch_fused", "adamw_hf", "adamw_torch_xla" (all AdamW)
 	// or "adafactor".
@@ -169,6 +176,7 @@ func DefaultTrainingArguments() TrainingArguments {
 		SaveSafetensors:            true,
 		Seed:                       42,
 		RemoveUnusedColumns:        true,
+		FSDP:                       []string{},
 		Optim:                      "adamw_torch",
 		ReportTo:                   []string{"none"},
 		IncludeNumInputTokensSeen:  "no",

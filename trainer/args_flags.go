@@ -60,6 +60,8 @@ var argHelp = map[string]string{
 	"metric_for_best_model":         "metric that picks the best checkpoint (default loss)",
 	"greater_is_better":             "whether a larger metric_for_best_model is better",
 	"ignore_data_skip":              "on resume, do not skip the batches already seen",
+	"fsdp":                          `fully sharded data parallelism: "full_shard" or "hybrid_shard", optionally with "auto_wrap" (space-separated, e.g. --fsdp "full_shard auto_wrap")`,
+	"fsdp_config":                   `FSDP settings: a JSON file (as HF takes it) or an inline JSON object; e.g. {"transformer_layer_cls_to_wrap": "LlamaDecoderLayer"} or gotpu's {"gotpu_mesh_shape": [2, 4]} for hybrid_shard`,
 	"label_smoothing_factor":        "label smoothing epsilon",
 	"optim":                         "optimizer: " + strings.Join(supportedOptimizers, ", "),
 	"optim_args":                    "extra optimizer arguments (not used by gotpu's optimizers)",
@@ -176,6 +178,10 @@ func deepCopy(v reflect.Value) reflect.Value {
 			return v
 		}
 		return reflect.ValueOf(anyToGo(jsonToAny(anyToJSON(v.Interface()))))
+	case reflect.Struct:
+		if c, ok := v.Interface().(FSDPConfig); ok {
+			return reflect.ValueOf(c.Clone())
+		}
 	}
 	return v
 }
@@ -216,6 +222,11 @@ func registerStructFlags(fs *flag.FlagSet, sv reflect.Value, meta *argStruct, he
 			v = &optFlag[string]{p: p, parse: func(s string) (string, error) { return s, nil }}
 		case *[]string:
 			v = &listFlag{p: p}
+			if f.name == "fsdp" {
+				v = &fsdpFlag{p: p}
+			}
+		case *FSDPConfig:
+			v = &fsdpConfigFlag{p: p}
 		case *map[string]any:
 			v = (*kwargsFlag)(p)
 		default:
@@ -378,6 +389,52 @@ func (k *kwargsFlag) String() string {
 		return ""
 	}
 	return string(appendPyJSON(nil, anyToJSON(map[string]any(*k)), pyJSONStyle{indent: -1}, 0))
+}
+
+// fsdpFlag takes HF's space-separated fsdp options (--fsdp "full_shard auto_wrap"); repeated
+// flags add options, and the first use replaces the default.
+type fsdpFlag struct {
+	p   *[]string
+	set bool
+}
+
+func (f *fsdpFlag) Set(s string) error {
+	if !f.set {
+		*f.p = []string{}
+		f.set = true
+	}
+	*f.p = append(*f.p, strings.Fields(s)...)
+	return nil
+}
+
+func (f *fsdpFlag) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	return strings.Join(*f.p, " ")
+}
+
+// fsdpConfigFlag takes the path of an fsdp_config JSON file, read at once (at most 1 MiB), or an
+// inline JSON object (HF's command-line dict form, string values converted as HF does).
+type fsdpConfigFlag struct {
+	p     *FSDPConfig
+	value string
+}
+
+func (f *fsdpConfigFlag) Set(s string) error {
+	c, msg := fsdpConfigFromArg(JSONStringValue(strings.TrimSpace(s)))
+	if msg != "" {
+		return errors.New(msg)
+	}
+	*f.p, f.value = c, s
+	return nil
+}
+
+func (f *fsdpConfigFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.value
 }
 
 // unsupportedFlag records an unimplemented HF argument given on the command line.

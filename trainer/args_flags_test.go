@@ -95,19 +95,20 @@ func TestFlagsHFCommandLine(t *testing.T) {
 }
 
 func TestFlagsUnsupported(t *testing.T) {
-	a, _, _, err := parseFlags(t, "--fp16", "--deepspeed", "ds_config.json", "--fsdp", "full_shard auto_wrap",
+	a, _, _, err := parseFlags(t, "--fp16", "--deepspeed", "ds_config.json", "--fsdp_transformer_layer_cls_to_wrap", "LlamaDecoderLayer",
 		"--push_to_hub", "True", "--debug", "", "--tf32", "None", "--half_precision_backend", "auto")
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = a.Validate()
 	var ae *ArgumentsError
-	if !errors.As(err, &ae) || !reflect.DeepEqual(ae.FieldNames(), []string{"fp16", "deepspeed", "fsdp", "push_to_hub"}) {
+	if !errors.As(err, &ae) || !reflect.DeepEqual(ae.FieldNames(), []string{"fp16", "deepspeed", "fsdp_transformer_layer_cls_to_wrap", "push_to_hub"}) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, want := range []string{
 		"fp16: true — TPUs have no fp16 autocast; use bf16",
-		"deepspeed: ds_config.json — gotpu shards data-parallel over --num_devices; FSDP/DeepSpeed are not supported",
+		"deepspeed: ds_config.json — gotpu shards over --num_devices with data parallelism or fsdp (full_shard, hybrid_shard); DeepSpeed is not supported",
+		"fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer — deprecated by HF; give transformer_layer_cls_to_wrap in fsdp_config",
 		"push_to_hub: true — gotpu does not upload",
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -40,7 +40,7 @@ type hfField struct {
 }
 
 const (
-	adviceSharding = "gotpu shards data-parallel over --num_devices; FSDP/DeepSpeed are not supported"
+	adviceSharding = "gotpu shards over --num_devices with data parallelism or fsdp (full_shard, hybrid_shard); DeepSpeed is not supported"
 	adviceCompile  = "gotpu always compiles the training step with XLA; remove it"
 	adviceFP16     = "TPUs have no fp16 autocast; use bf16"
 	adviceHub      = "only used when pushing to the Hub, which gotpu does not do"
@@ -150,15 +150,14 @@ var hfTrainingArgumentFields = []hfField{
 	{name: "ignore_data_skip", def: "False", policy: hfImplemented},
 	{name: "sharded_ddp", def: `"" (post-init: [])`, versions: "≤4.34", policy: hfRefuse, isDefault: isEmptyish,
 		advice: adviceSharding},
-	{name: "fsdp", def: `"" (post-init: []; 5.x: None)`, policy: hfRefuse, isDefault: isEmptyish, advice: adviceSharding},
+	{name: "fsdp", def: `"" (post-init: []; 5.x: None)`, policy: hfImplemented},
 	{name: "fsdp_min_num_params", def: "0", versions: "≤4.57 (deprecated)", policy: hfRefuse,
-		isDefault: isIntOrNull(0), advice: adviceSharding},
-	{name: "fsdp_config", def: `None (post-init: {"min_num_params": 0, "xla": false, …})`, policy: hfRefuse,
-		isDefault: isDefaultFSDPConfig, advice: adviceSharding},
+		isDefault: isIntOrNull(0), advice: "deprecated by HF; give min_num_params in fsdp_config"},
+	{name: "fsdp_config", def: `None (post-init: {"min_num_params": 0, "xla": false, …})`, policy: hfImplemented},
 	{name: "tp_size", def: "0", versions: "4.50–4.5x", policy: hfRefuse, isDefault: isIntOrNull(0, 1),
 		advice: "tensor parallelism is not supported; " + adviceSharding},
 	{name: "fsdp_transformer_layer_cls_to_wrap", def: "None", versions: "≤4.57 (deprecated)", policy: hfRefuse,
-		isDefault: isNull, advice: adviceSharding},
+		isDefault: isNull, advice: "deprecated by HF; give transformer_layer_cls_to_wrap in fsdp_config"},
 	{name: "accelerator_config", def: "None (post-init: AcceleratorConfig() as a dict)", versions: "4.38+",
 		policy: hfRefuse, isDefault: isDefaultAcceleratorConfig, advice: adviceAccel},
 	{name: "deepspeed", def: "None", policy: hfRefuse, isDefault: isNullOrEmptyString, advice: adviceSharding},
@@ -326,7 +325,7 @@ func isTrueOrNull(v JSONValue) bool {
 }
 
 // isEmptyish: None, "", [] or False — all of which HF's post-init turns into "no option"
-// (fsdp=False, debug="", sharded_ddp=[]).
+// (debug="", sharded_ddp=[]).
 func isEmptyish(v JSONValue) bool {
 	switch v.Kind() {
 	case JSONNull:
@@ -411,23 +410,6 @@ func objectHasOnlyDefaults(v JSONValue, defaults map[string]JSONValue) bool {
 		}
 	}
 	return true
-}
-
-// fsdpConfigDefaults: the dict post-init builds when FSDP is off (4.28 wrote fsdp_min_num_params
-// before the fsdp_ prefix was stripped; 4.36+ added xla_fsdp_v2).
-var fsdpConfigDefaults = map[string]JSONValue{
-	"min_num_params":      JSONIntValue(0),
-	"fsdp_min_num_params": JSONIntValue(0),
-	"xla":                 JSONBoolValue(false),
-	"xla_fsdp_v2":         JSONBoolValue(false),
-	"xla_fsdp_grad_ckpt":  JSONBoolValue(false),
-}
-
-func isDefaultFSDPConfig(v JSONValue) bool {
-	if s, ok := v.Str(); ok { // a path to an FSDP config file
-		return s == ""
-	}
-	return objectHasOnlyDefaults(v, fsdpConfigDefaults)
 }
 
 // acceleratorConfigDefaults: AcceleratorConfig().to_dict() across 4.38–5.x.

@@ -279,6 +279,20 @@ func jsonPreview(v JSONValue) string {
 
 // decodeArg stores v into dst (a field of an arguments struct) and returns "" or what is wrong.
 func decodeArg(dst reflect.Value, f argField, v JSONValue) string {
+	switch f.name {
+	case "fsdp":
+		opts, msg := fsdpOptionsFromJSON(v)
+		if msg == "" {
+			dst.Set(reflect.ValueOf(opts))
+		}
+		return msg
+	case "fsdp_config":
+		c, msg := fsdpConfigFromArg(v)
+		if msg == "" {
+			dst.Set(reflect.ValueOf(c))
+		}
+		return msg
+	}
 	if v.IsNull() {
 		switch dst.Kind() {
 		case reflect.Pointer, reflect.Slice:
@@ -557,6 +571,9 @@ func encodeArg(v reflect.Value, f argField) JSONValue {
 		return JSONStringValue(v.String())
 	case reflect.Slice:
 		if v.IsNil() {
+			if f.name == "fsdp" { // HF's post-init makes every "off" form []
+				return JSONArrayValue()
+			}
 			return JSONNullValue()
 		}
 		items := make([]JSONValue, v.Len())
@@ -569,6 +586,10 @@ func encodeArg(v reflect.Value, f argField) JSONValue {
 			return JSONObjectValue()
 		}
 		return anyToJSON(v.Interface())
+	case reflect.Struct:
+		if c, ok := v.Interface().(FSDPConfig); ok {
+			return c.toJSON()
+		}
 	}
 	return JSONNullValue()
 }

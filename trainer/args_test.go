@@ -25,6 +25,7 @@ func TestDefaultTrainingArguments(t *testing.T) {
 		"optim": "adamw_torch", "report_to": []string{"none"}, "include_num_input_tokens_seen": "no",
 		"average_tokens_across_devices": true, "max_consecutive_nonfinite": 10, "num_devices": 0, "device": "auto", "device_prefetch_size": 1,
 		"eval_steps": (*float64)(nil), "save_total_limit": (*int)(nil), "greater_is_better": (*bool)(nil),
+		"fsdp": []string{}, "fsdp_config": FSDPConfig{},
 	}
 	v := reflect.ValueOf(a)
 	for name, want := range checks {
@@ -89,9 +90,8 @@ func TestHFFieldTable(t *testing.T) {
 	}
 	// The refused fields accept the default forms found in the real dumps.
 	for _, c := range []struct{ field, value string }{
-		{"fsdp", `[]`}, {"fsdp", `""`}, {"fsdp", `false`}, {"debug", `[]`}, {"sharded_ddp", `[]`},
-		{"fsdp_config", `{"min_num_params": 0, "xla": false, "xla_fsdp_v2": false, "xla_fsdp_grad_ckpt": false}`},
-		{"fsdp_config", `{"fsdp_min_num_params": 0, "xla": false, "xla_fsdp_grad_ckpt": false}`},
+		{"debug", `[]`}, {"sharded_ddp", `[]`}, {"debug", `""`}, {"fsdp_min_num_params", `0`},
+		{"fsdp_transformer_layer_cls_to_wrap", `null`},
 		{"accelerator_config", `{"split_batches": false, "dispatch_batches": null, "even_batches": true, "use_seedable_sampler": true, "non_blocking": false, "gradient_accumulation_kwargs": null}`},
 		{"half_precision_backend", `"cuda_amp"`}, {"half_precision_backend", `"auto"`}, {"tp_size", `0`},
 		{"fp16", `null`}, {"skip_memory_metrics", `true`}, {"eval_do_concat_batches", `true`}, {"train_sampling_strategy", `"random"`},
@@ -105,7 +105,7 @@ func TestHFFieldTable(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ field, value string }{
-		{"fsdp", `["full_shard"]`}, {"fsdp", `true`}, {"fsdp_config", `{"xla": true}`}, {"fsdp_config", `"fsdp.json"`},
+		{"fsdp_min_num_params", `1000`}, {"fsdp_transformer_layer_cls_to_wrap", `"LlamaDecoderLayer"`},
 		{"accelerator_config", `{"even_batches": false}`}, {"accelerator_config", `"accel.json"`}, {"half_precision_backend", `"apex"`},
 		{"tp_size", `2`}, {"debug", `"underflow_overflow"`}, {"skip_memory_metrics", `false`}, {"past_index", `0`},
 	} {
@@ -158,9 +158,9 @@ func TestValidate(t *testing.T) {
 			a.LRSchedulerType, a.LRSchedulerKwargs = "cosine_with_min_lr", map[string]any{"min_lr": 1e-6, "min_lr_rate": 0.1}
 		}, []string{"lr_scheduler_kwargs"}, "only one of min_lr or min_lr_rate", ErrInvalidArgument},
 		{"unsupported recorded", func(a *TrainingArguments) {
-			a.Unsupported = []UnsupportedSetting{{Name: "fsdp", Value: `"full_shard"`, Advice: adviceSharding},
+			a.Unsupported = []UnsupportedSetting{{Name: "tp_size", Value: "2", Advice: "tensor parallelism is not supported"},
 				{Name: "deepspeed", Value: "ds.json", Advice: adviceSharding}}
-		}, []string{"fsdp", "deepspeed"}, `fsdp: "full_shard" — gotpu shards data-parallel over --num_devices; FSDP/DeepSpeed are not supported`, ErrUnsupportedArgument},
+		}, []string{"tp_size", "deepspeed"}, `deepspeed: ds.json — gotpu shards over --num_devices with data parallelism or fsdp (full_shard, hybrid_shard); DeepSpeed is not supported`, ErrUnsupportedArgument},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := DefaultTrainingArguments()

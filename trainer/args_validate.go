@@ -125,6 +125,7 @@ func (a *TrainingArguments) Validate() error {
 	if a.DataloaderPrefetchFactor != nil {
 		atLeastOne("dataloader_prefetch_factor", *a.DataloaderPrefetchFactor)
 	}
+	a.validateFSDP(&l)
 	if x := a.LabelSmoothingFactor; !(x >= 0 && x < 1) {
 		l.invalid("label_smoothing_factor", "%s is not in [0, 1)", fmtFloat(x))
 	}

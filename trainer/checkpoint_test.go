@@ -41,6 +41,11 @@ func gpt2Of(t *testing.T, rt *xla.Runtime, pdrop float64, width int) models.Mode
 type resumeCase struct {
 	devices, perDevice, accumulation int
 	dropout, lr                      float64
+	// fsdp and mesh are the fsdp option and fsdp_config gotpu_mesh_shape (nil: data parallel).
+	fsdp []string
+	mesh []int
+	// maxSteps replaces the default 20 when set.
+	maxSteps int
 }
 
 func (c resumeCase) args(out string) trainer.TrainingArguments {
@@ -53,7 +58,12 @@ func (c resumeCase) args(out string) trainer.TrainingArguments {
 		a.LearningRate = c.lr
 	}
 	a.MaxSteps, a.SaveSteps, a.LoggingSteps = 20, 10, 1
+	if c.maxSteps > 0 {
+		a.MaxSteps = c.maxSteps
+	}
 	a.SaveStrategy = "steps"
+	a.FSDP = c.fsdp
+	a.FSDPConfig.MeshShape = c.mesh
 	noBar := true
 	a.DisableTqdm = &noBar
 	return a

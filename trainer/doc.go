@@ -69,7 +69,7 @@
 // everything. ToJSON writes the arguments in to_json_string's layout.
 //
 // HF fields gotpu does not implement are accepted when they hold HF's default in any form HF
-// writes it (fsdp: [], debug: [], the default fsdp_config and accelerator_config dicts,
+// writes it (debug: [], the default accelerator_config dict,
 // "<HUB_TOKEN>", null for an unset bool…) and refused otherwise, with what to do instead
 // ("fp16: true — TPUs have no fp16 autocast; use bf16"). A few fields that only configure
 // machinery gotpu lacks (torch.distributed, the Hub, SageMaker) are accepted with any value.

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -106,28 +107,83 @@ func safetensorsFile(name string, ts []step.HostTensor, md map[string]string) (c
 	return checkpoint.File{Name: name, WriteTo: func(w io.Writer) error { return safetensors.Write(w, specs, md) }}, nil
 }
 
+// stagedSource adapts one part of a step.StateSource to checkpoint.TensorSource.
+type stagedSource struct {
+	src  *step.StateSource
+	part int
+	ts   []step.StagedTensor
+}
+
+func (s stagedSource) Tensors() []checkpoint.TensorInfo {
+	out := make([]checkpoint.TensorInfo, len(s.ts))
+	for i, t := range s.ts {
+		d, _ := fileDType(t.DType) // checked by stagedSnapshot
+		out[i] = checkpoint.TensorInfo{Name: t.Name, DType: string(d), Shape: t.Shape}
+	}
+	return out
+}
+
+func (s stagedSource) Stage(ctx context.Context, i int, dst []byte) error {
+	return s.src.Stage(ctx, s.part, i, dst)
+}
+
+// stagedSnapshot is snapshot for state left on the devices (an FSDP run's shards): the three
+// tensor files are Live files the writer stages one tensor at a time while it writes them.
+func (t *Trainer) stagedSnapshot(src *step.StateSource, run runState) (checkpoint.Snapshot, error) {
+	var files []checkpoint.File
+	for _, p := range []struct {
+		name string
+		part int
+		md   map[string]string
+	}{
+		{modelFile, step.PartParams, map[string]string{"format": "pt"}},
+		{optimizerFile, step.PartOptimizer, map[string]string{"format": "gotpu", "step": fmt.Sprint(src.OptimizerStep)}},
+		{rngFile, step.PartOther, map[string]string{"format": "gotpu"}},
+	} {
+		ts := src.Tensors(p.part)
+		for _, x := range ts {
+			if _, err := fileDType(x.DType); err != nil {
+				return checkpoint.Snapshot{}, fmt.Errorf("trainer: %s: %s: %w", p.name, x.Name, err)
+			}
+		}
+		f, err := checkpoint.SafetensorsFile(p.name, stagedSource{src, p.part, ts}, p.md)
+		if err != nil {
+			return checkpoint.Snapshot{}, fmt.Errorf("trainer: %w", err)
+		}
+		files = append(files, f)
+	}
+	return t.snapshotWith(files, src.OptimizerStep, run)
+}
+
 // snapshot stages a checkpoint of the current step in host memory.
 func (t *Trainer) snapshot(st step.State, run runState) (checkpoint.Snapshot, error) {
-	run.OptimizerStep = st.OptimizerStep
+	var files []checkpoint.File
+	for _, p := range []struct {
+		name string
+		ts   []step.HostTensor
+		md   map[string]string
+	}{
+		{modelFile, st.Params, map[string]string{"format": "pt"}},
+		{optimizerFile, st.Optimizer, map[string]string{"format": "gotpu", "step": fmt.Sprint(st.OptimizerStep)}},
+		{rngFile, st.Other, map[string]string{"format": "gotpu"}},
+	} {
+		f, err := safetensorsFile(p.name, p.ts, p.md)
+		if err != nil {
+			return checkpoint.Snapshot{}, err
+		}
+		files = append(files, f)
+	}
+	return t.snapshotWith(files, st.OptimizerStep, run)
+}
+
+// snapshotWith completes a snapshot of the current step around its tensor files.
+func (t *Trainer) snapshotWith(files []checkpoint.File, optimizerStep int, run runState) (checkpoint.Snapshot, error) {
+	run.OptimizerStep = optimizerStep
 	cfg, err := t.model.Config().JSON()
 	if err != nil {
 		return checkpoint.Snapshot{}, fmt.Errorf("trainer: config.json: %w", err)
 	}
-	snap := checkpoint.Snapshot{Step: t.state.GlobalStep}
-	add := func(name string, ts []step.HostTensor, md map[string]string) error {
-		f, err := safetensorsFile(name, ts, md)
-		snap.Files = append(snap.Files, f)
-		return err
-	}
-	if err := add(modelFile, st.Params, map[string]string{"format": "pt"}); err != nil {
-		return snap, err
-	}
-	if err := add(optimizerFile, st.Optimizer, map[string]string{"format": "gotpu", "step": fmt.Sprint(st.OptimizerStep)}); err != nil {
-		return snap, err
-	}
-	if err := add(rngFile, st.Other, map[string]string{"format": "gotpu"}); err != nil {
-		return snap, err
-	}
+	snap := checkpoint.Snapshot{Step: t.state.GlobalStep, Files: files}
 	sched, err := t.args.Schedule(t.state.MaxSteps)
 	if err != nil {
 		return snap, err

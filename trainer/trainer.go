@@ -149,6 +149,23 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	}
 	t.stepCfg = step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16,
 		Window: stepWindow(&args), MaxConsecutiveNonfinite: args.MaxConsecutiveNonfinite}
+	// fsdp / fsdp_config: one process is one host (FSDPPlan's hybrid_shard default).
+	fp, err := args.FSDPPlan(replicas, 1)
+	if err != nil {
+		return nil, err
+	}
+	if fp.Enabled {
+		// accelerate refuses a transformer_layer_cls_to_wrap entry the model has no layer of.
+		class := models.LayerClass(model.Config())
+		for _, c := range fp.LayerClasses {
+			if c != class {
+				return nil, fmt.Errorf("trainer.TrainingArguments.fsdp_config: transformer_layer_cls_to_wrap: %q is not a layer of this %s model (its layer class is %q)",
+					c, model.Config().ModelType(), class)
+			}
+		}
+		t.stepCfg.FSDP = &step.FSDP{Data: fp.Data, Shard: fp.FSDP, MinNumParams: fp.MinNumParams}
+		t.log.Info("gotpu: FSDP", "mesh", fmt.Sprintf("data=%d × fsdp=%d", fp.Data, fp.FSDP), "min_num_params", fp.MinNumParams)
+	}
 	if t.stepper, err = step.New(opts.Runtime, model, t.stepCfg); err != nil {
 		return nil, err
 	}
@@ -629,17 +646,33 @@ func (t *Trainer) saveCheckpoint(ctx context.Context, ev *Event, loader *data.Lo
 		t.state.BestModelCheckpoint = &dir
 		t.newBest = false
 	}
-	st, err := t.stepper.ExportState(ctx)
-	if err != nil {
-		return fmt.Errorf("trainer: checkpoint of step %d: %w", t.state.GlobalStep, err)
-	}
-	if err := t.absorb(t.loop, t.stepper.TakeCollected()); err != nil {
-		return err
-	}
-	t.callbacks.SaveStates(&t.state)
-	snap, err := t.snapshot(st, t.runState(loader, l, t.loop.totalLoss))
-	if err != nil {
-		return err
+	var snap checkpoint.Snapshot
+	if t.stepCfg.FSDP != nil {
+		// Sharded state is staged tensor by tensor while the writer writes (stage.go): Save
+		// returns once it is staged, before the next step donates the shards.
+		src, err := t.stepper.StateSource(ctx)
+		if err != nil {
+			return fmt.Errorf("trainer: checkpoint of step %d: %w", t.state.GlobalStep, err)
+		}
+		if err := t.absorb(t.loop, t.stepper.TakeCollected()); err != nil {
+			return err
+		}
+		t.callbacks.SaveStates(&t.state)
+		if snap, err = t.stagedSnapshot(src, t.runState(loader, l, t.loop.totalLoss)); err != nil {
+			return err
+		}
+	} else {
+		st, err := t.stepper.ExportState(ctx)
+		if err != nil {
+			return fmt.Errorf("trainer: checkpoint of step %d: %w", t.state.GlobalStep, err)
+		}
+		if err := t.absorb(t.loop, t.stepper.TakeCollected()); err != nil {
+			return err
+		}
+		t.callbacks.SaveStates(&t.state)
+		if snap, err = t.snapshot(st, t.runState(loader, l, t.loop.totalLoss)); err != nil {
+			return err
+		}
 	}
 	if err := t.ckpt.Save(ctx, snap); err != nil {
 		return err

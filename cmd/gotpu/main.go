@@ -31,6 +31,7 @@ func commands() []command {
 		{"train", "train a Hugging Face model with HF TrainingArguments (flags or --args FILE.json)", runTrain},
 		{"eval", "evaluate a Hugging Face model on a validation file", runEval},
 		{"tokenize", "encode or decode JSON lines with a Hugging Face tokenizer.json", runTokenize},
+		{"plan", "plan a run's memory per device on TPU and GPU targets, with or without FSDP", runPlan},
 	}
 }
 
