@@ -24,7 +24,8 @@
 #     AutoModelFor*.from_pretrained (logits within 1e-4 of `gotpu score --logits`), `gotpu tokenize`
 #     against the stored tokenizers@0.23.2 outputs and the Python tokenizers package; LoRA
 #   6 probe the site-packages' shared objects for GetPjrtApi (an XLA CPU plugin); if one loads, the
-#     8-replica train step on it against gotpu's CPU backend
+#     8-replica train step on it against gotpu's CPU backend, and fsdp full_shard on the same 8
+#     devices (the AutoSharding program) against that data-parallel run
 #
 # Options: --steps 1,2,3,4,5,6 (default all; step 0 always runs).
 # Environment: OUT (default out/device-check), DEVICE_BIN (default .device-bin), PYTHON (python3),
@@ -748,6 +749,7 @@ step6() {
     if ! run probe 120 bash -c '"$1" "$2" exports GetPjrtApi < "$3"' _ "$PY" "$HELPERS/compare.py" "$RAW/probe-files.txt"; then
       record 6-probe FAIL "reading the ELF symbol tables: $(why probe)"
       record 6-spmd-8-replicas SKIP "the probe did not finish"
+      record 6-fsdp-8-devices SKIP "the probe did not finish"
       return
     fi
     mapfile -t found < "$RAW/probe.out"
@@ -802,10 +804,12 @@ step6() {
     else
       record 6-spmd-8-replicas SKIP "no XLA CPU plugin on this image: $(if [ ${#found[@]} -gt 0 ]; then for f in "${found[@]}"; do basename "$f"; done | paste -sd' '; else echo 'no shared object'; fi) exports GetPjrtApi, nothing else (raw/probe.txt)"
     fi
+    record 6-fsdp-8-devices SKIP "no XLA CPU plugin with 8 devices (see 6-spmd-8-replicas)"
     return
   fi
   if ! run spmd/go8 120 "$GOTPU" "${args[@]}" --device go --num_devices 8 --output_dir "$RAW/spmd/go8"; then
     record 6-spmd-8-replicas FAIL "gotpu train --device go --num_devices 8: $(why spmd/go8 $?)"
+    record 6-fsdp-8-devices SKIP "the data-parallel run it is compared with failed"
     return
   fi
   local other label rc
@@ -833,6 +837,32 @@ step6() {
       --b "$RAW/spmd/go8/model.safetensors" --state-a "$RAW/spmd/$other/trainer_state.json" \
       --state-b "$RAW/spmd/go8/trainer_state.json"
     verdict 6-spmd-8-replicas spmd/compare $? "$label"
+  fi
+
+  # FSDP full_shard over the same 8 devices (docs/fsdp.md): on the plugin the AutoSharding
+  # program XLA partitions; against gotpu's CPU backend's data-parallel run above (the same
+  # global batch: the same update within float32 rounding).
+  local fargs=("${args[@]}" --fsdp full_shard)
+  mkdir -p "$RAW/fsdp"
+  if [ -n "$cpu" ]; then
+    label="fsdp full_shard on XLA CPU plugin $(basename "$cpu") (8 host devices) vs data parallel on gotpu's CPU backend"
+    run fsdp/cpu8 180 env XLA_FLAGS=--xla_force_host_platform_device_count=8 "$GOTPU" "${fargs[@]}" --device cpu \
+      --plugin_path "$cpu" --num_devices 8 --output_dir "$RAW/fsdp/run"
+    rc=$?
+  else
+    label="dry-run stand-in (no CPU plugin): fsdp full_shard vs data parallel, both on gotpu's CPU backend (8 virtual devices)"
+    run fsdp/go8 120 "$GOTPU" "${fargs[@]}" --device go --num_devices 8 --output_dir "$RAW/fsdp/run"
+    rc=$?
+  fi
+  if [ "$rc" != 0 ]; then
+    record 6-fsdp-8-devices FAIL "$label: $(why "fsdp/$([ -n "$cpu" ] && echo cpu8 || echo go8)" $rc)"
+  elif [ -z "$PY" ]; then
+    record 6-fsdp-8-devices SKIP "$label: it ran; $NOPY"
+  else
+    run fsdp/compare 60 "$PY" "$HELPERS/compare.py" tensors --a "$RAW/fsdp/run/model.safetensors" \
+      --b "$RAW/spmd/go8/model.safetensors" --state-a "$RAW/fsdp/run/trainer_state.json" \
+      --state-b "$RAW/spmd/go8/trainer_state.json"
+    verdict 6-fsdp-8-devices fsdp/compare $? "$label"
   fi
 }
 

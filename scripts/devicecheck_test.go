@@ -29,7 +29,7 @@ var wantSteps = []string{
 	"5-tokenizers-python-gpt2", "5-tokenizers-python-bert-base-uncased",
 	"5-tokenizers-python-mistral-7b", "5-tokenizers-python-qwen3",
 	"5-tokenizers-python-unigram-synthetic",
-	"6-probe", "6-spmd-8-replicas",
+	"6-probe", "6-spmd-8-replicas", "6-fsdp-8-devices",
 }
 
 // mustPass are the steps whose commands and comparisons run on any machine with Go and python3:
@@ -40,7 +40,7 @@ var mustPass = []string{
 	"0-build", "0-binaries", "1-args", "1-devices",
 	"2-score-gpt2-tiny", "2-train-gpt2-tiny-adamw", "2-score-llama-tiny", "2-score-bert-tiny",
 	"2-train-bert-tiny-adamw_linear_warmup_clip1", "3-helpers", "3-gpt2-gotpu",
-	"5-tokenizers-gpt2", "5-tokenizers-qwen3", "6-spmd-8-replicas",
+	"5-tokenizers-gpt2", "5-tokenizers-qwen3", "6-spmd-8-replicas", "6-fsdp-8-devices",
 }
 
 // TestDeviceCheckDryRun runs `scripts/device-check.sh --dry-run` as CI would before device time is

@@ -3,9 +3,12 @@
 // of the trainer: trainer/ decides what to run (Hugging Face semantics: schedule, accumulation,
 // logging); this package runs it.
 //
-// A step over N replicas and A accumulation micro-batches is one SPMD program over N devices —
-// the same on every backend: on a PJRT plugin XLA runs it on N chips or cores, on gotpu's CPU
-// backend N virtual devices run it concurrently on the host's cores. For each micro-batch but the
+// A step over N replicas and A accumulation micro-batches is one SPMD program over N devices: on
+// gotpu's CPU backend N virtual devices run it concurrently on the host's cores. On a PJRT plugin
+// (TPU, GPU) it is the equivalent AutoSharding program — the one-device program over the global
+// batch, its rows split over a data mesh and every variable replicated, which XLA's partitioner
+// turns into that SPMD program — because GoMLX v0.26.0's XLA backend cannot build SPMD programs
+// that read context variables (fsdp_auto.go). For each micro-batch but the
 // last, a gradient program adds every replica's gradients into that replica's accumulator on its
 // device (no collective, nothing updated); the last micro-batch runs the train program
 // (ProgramReplicatedStep): it adds its gradients to the accumulators, one in-graph all-reduce

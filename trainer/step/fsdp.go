@@ -52,7 +52,7 @@ func (s *Stepper) newFSDPPlan(cfg FSDP) (*fsdpPlan, error) {
 	if cfg.MinNumParams < 0 {
 		return nil, fmt.Errorf("step.Config.FSDP.MinNumParams: %d is negative", cfg.MinNumParams)
 	}
-	if s.cfg.Optimizer.Name != "adamw" {
+	if s.cfg.Optimizer.Name != "adamw" && cfg.Shard > 1 {
 		// Adafactor's factored moments are means over a parameter's rows and columns: on a shard
 		// they would need their own collectives, which gotpu does not build.
 		return nil, fmt.Errorf("step.Config.FSDP: optimizer %q is not supported with FSDP (adamw is)", s.cfg.Optimizer.Name)

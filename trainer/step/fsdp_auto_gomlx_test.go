@@ -6,7 +6,9 @@ import (
 	"context"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -14,10 +16,13 @@ import (
 	"github.com/gomlx/go-xla/pkg/stablehlo"
 	"github.com/gomlx/gomlx/backends"
 	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/gotpu/gotpu/xla"
 )
 
 // fakeXLA is GoMLX's XLA backend marked as loaded, with transfers that only record shapes, so that
@@ -84,26 +89,12 @@ func TestFSDPAutoShardingExecMatchesTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WithInputShardingSpecs(specs...)
-	var args []any
-	for range goldenReplicas {
-		for range 3 {
-			args = append(args, tensors.FromShape(shapes.Make(dtypes.Int32, goldenBatch.Size, goldenBatch.SeqLen)))
-		}
-		args = append(args, tensors.FromShape(shapes.Make(dtypes.Float32, 1, replicatedScalars)), tensors.FromShape(shapes.Make(dtypes.Int32, 3)))
-	}
-	if err := e.PreCompile(args...); err == nil {
+	if err := e.PreCompile(goldenArgs(goldenReplicas)...); err == nil {
 		t.Fatal("GoMLX compiled without a PJRT client?")
 	}
-	if be.last == nil {
-		t.Fatal("GoMLX built no program")
-	}
-	f := reflect.ValueOf(be.last).Elem().FieldByName("builder")
-	text, err := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(*stablehlo.Builder).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := fakeModule(t, be)
 	name := regexp.MustCompile(`^module @\S+`)
-	got := name.ReplaceAllString(string(text), "module @m")
+	got := name.ReplaceAllString(text, "module @m")
 	if w := name.ReplaceAllString(want, "module @m"); got != w {
 		t.Errorf("GoMLX's program for the PJRT FSDP step differs from FSDPStableHLO's at %s", firstLineDiffStep(got, w))
 	}
@@ -129,4 +120,100 @@ func trunc(s string) string {
 		return s[:400] + "…"
 	}
 	return s
+}
+
+// fakeModule returns the StableHLO GoMLX's builder wrote on be.
+func fakeModule(t *testing.T, be *fakeXLA) string {
+	t.Helper()
+	if be.last == nil {
+		t.Fatal("GoMLX built no program")
+	}
+	f := reflect.ValueOf(be.last).Elem().FieldByName("builder")
+	text, err := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(*stablehlo.Builder).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(text)
+}
+
+// goldenArgs are per-device train-program arguments for goldenBatch (three batch tensors, the
+// window table and the counter), for n devices.
+func goldenArgs(n int) []any {
+	var args []any
+	for range n {
+		for range 3 {
+			args = append(args, tensors.FromShape(shapes.Make(dtypes.Int32, goldenBatch.Size, goldenBatch.SeqLen)))
+		}
+		args = append(args, tensors.FromShape(shapes.Make(dtypes.Float32, 1, replicatedScalars)), tensors.FromShape(shapes.Make(dtypes.Int32, 3)))
+	}
+	return args
+}
+
+// TestDataParallelOnPJRTIsAutoSharding: GoMLX v0.26.0's XLA backend cannot build the SPMD form of
+// the data-parallel step (context.Exec.SPMD gives every variable a replicated sharding spec, and
+// the builder resolves specs against AutoSharding meshes only), so on a PJRT plugin New makes
+// data parallelism the AutoSharding program with an fsdp axis of 1: the batch split over the
+// data axis, every parameter and optimizer variable replicated. Both shown with GoMLX's own
+// backend, up to the missing PJRT client.
+func TestDataParallelOnPJRTIsAutoSharding(t *testing.T) {
+	spmd := goldenStepper(t)
+	mesh, err := distributed.NewDeviceMesh([]int{goldenReplicas}, []string{xla.ReplicaAxis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := mlctx.NewExec(newFakeXLA(goldenReplicas), spmd.model.Context(), spmd.trainGraph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SPMD(mesh)
+	if err := e.PreCompile(goldenArgs(goldenReplicas)...); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("GoMLX's XLA backend and the SPMD data-parallel step: %v; want its \"mesh not found\" refusal", err)
+	}
+
+	s := goldenStepper(t)
+	if s.fsdp, err = s.newFSDPPlan(FSDP{Data: goldenReplicas, Shard: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.auto = true
+	be := newFakeXLA(goldenReplicas)
+	var ae *mlctx.Exec
+	if ae, err = mlctx.NewExec(be, s.model.Context(), s.autoOutputs(&ae, s.trainGraph, s.trainOutputSpecs)); err != nil {
+		t.Fatal(err)
+	}
+	s.autoExec(ae)
+	if err := s.shardVariables(); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := s.autoInputSpecs([]int{2, 2, 2}, 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ae.WithInputShardingSpecs(specs...)
+	if err := ae.PreCompile(goldenArgs(goldenReplicas)...); err == nil {
+		t.Fatal("GoMLX compiled without a PJRT client?")
+	}
+	m, err := xla.ParseStableHLO(fakeModule(t, be))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NumPartitions != goldenReplicas {
+		t.Errorf("num_partitions %d, want %d", m.NumPartitions, goldenReplicas)
+	}
+	for i := range 3 {
+		if sh := m.ArgShardings[i]; sh == nil || !slices.Equal(sh.Axes(0), []string{DataAxis, FSDPAxis}) {
+			t.Errorf("batch argument %d: sharding %v, want the rows over the devices", i, sh)
+		}
+	}
+	vars := 0
+	for i, name := range m.Args {
+		if strings.HasPrefix(name, "%var__") {
+			vars++
+			if sh := m.ArgShardings[i]; sh == nil || !sh.IsReplicated() {
+				t.Errorf("%s: sharding %v, want replicated", name, sh)
+			}
+		}
+	}
+	if want := len(s.params) * 3; vars < want {
+		t.Errorf("%d variable arguments, want at least %d (parameters and AdamW moments)", vars, want)
+	}
 }

@@ -113,12 +113,22 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 		return nil, err
 	}
 	gradFn, trainFn := s.gradGraph, s.trainGraph
-	if cfg.FSDP != nil {
-		if s.fsdp, err = s.newFSDPPlan(*cfg.FSDP); err != nil {
+	pjrt := rt.Kind() != xla.DeviceGo
+	plan := cfg.FSDP
+	if plan == nil && pjrt && cfg.NumReplicas > 1 {
+		// Data parallelism on a plugin: GoMLX v0.26.0's XLA backend cannot build the SPMD form
+		// (context.Exec.SPMD gives every variable a sharding spec its builder resolves against
+		// AutoSharding meshes only: "mesh not found"), so the step is the AutoSharding program
+		// with every variable replicated over a data mesh — the FSDP machinery with an fsdp
+		// axis of 1 (fsdp_auto.go).
+		plan = &FSDP{Data: cfg.NumReplicas, Shard: 1}
+	}
+	if plan != nil {
+		if s.fsdp, err = s.newFSDPPlan(*plan); err != nil {
 			return nil, err
 		}
 		gradFn, trainFn = s.fsdpGradGraph, s.fsdpTrainGraph
-		if s.auto = rt.Kind() != xla.DeviceGo; s.auto {
+		if s.auto = pjrt; s.auto {
 			gradFn = s.autoOutputs(&s.grad, s.gradGraph, s.gradOutputSpecs)
 			trainFn = s.autoOutputs(&s.train, s.trainGraph, s.trainOutputSpecs)
 		}
