@@ -70,22 +70,7 @@ func TestFootprintMatchesBuiltModels(t *testing.T) {
 		checkFootprint(t, filepath.Base(dir), m)
 	}
 
-	inner := 40
-	g := gpt2.DefaultConfig()
-	g.VocabSize, g.NPositions, g.NEmbd, g.NLayer, g.NHead, g.NInner, g.TieWordEmbeddings = 50, 16, 16, 3, 2, &inner, false
-	l := llama.DefaultConfig(llama.TypeLlama)
-	l.VocabSize, l.HiddenSize, l.IntermediateSize, l.NumHiddenLayers, l.NumAttentionHeads, l.NumKeyValueHeads, l.HeadDim =
-		40, 16, 24, 2, 4, 2, 8
-	l.AttentionBias, l.MLPBias, l.TieWordEmbeddings = true, true, true
-	q := llama.DefaultConfig(llama.TypeQwen2)
-	q.VocabSize, q.HiddenSize, q.IntermediateSize, q.NumHiddenLayers, q.NumAttentionHeads, q.NumKeyValueHeads, q.HeadDim =
-		40, 16, 24, 2, 4, 1, 4
-	b := bert.DefaultConfig()
-	b.VocabSize, b.HiddenSize, b.NumHiddenLayers, b.NumAttentionHeads, b.IntermediateSize, b.MaxPositionEmbeddings = 30, 16, 2, 2, 32, 20
-	b.SetNumLabels(5)
-	bare := bert.DefaultConfig()
-	bare.Arch, bare.VocabSize, bare.HiddenSize, bare.NumHiddenLayers, bare.NumAttentionHeads, bare.IntermediateSize = bert.BareModel, 30, 16, 1, 2, 32
-	for name, cfg := range map[string]Config{"gpt2 untied n_inner": g, "llama biases": l, "qwen2 gqa": q, "bert 5 labels": b, "bert bare": bare} {
+	for name, cfg := range configVariants() {
 		m, err := New(ctx, rt, cfg, NewOptions{Seed: 1})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -253,4 +238,26 @@ func TestHugeConfigRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "config.json: larger than 16 MiB") {
 		t.Errorf("Load with a 16 MiB config.json: %v", err)
 	}
+}
+
+// configVariants are configs that differ from the fixtures in what changes the parameter table
+// (untied embeddings, n_inner, biases, grouped-query attention, BERT's label head or none), for
+// the tests that check a config-only computation against the model built from it.
+func configVariants() map[string]Config {
+	inner := 40
+	g := gpt2.DefaultConfig()
+	g.VocabSize, g.NPositions, g.NEmbd, g.NLayer, g.NHead, g.NInner, g.TieWordEmbeddings = 50, 16, 16, 3, 2, &inner, false
+	l := llama.DefaultConfig(llama.TypeLlama)
+	l.VocabSize, l.HiddenSize, l.IntermediateSize, l.NumHiddenLayers, l.NumAttentionHeads, l.NumKeyValueHeads, l.HeadDim =
+		40, 16, 24, 2, 4, 2, 8
+	l.AttentionBias, l.MLPBias, l.TieWordEmbeddings = true, true, true
+	q := llama.DefaultConfig(llama.TypeQwen2)
+	q.VocabSize, q.HiddenSize, q.IntermediateSize, q.NumHiddenLayers, q.NumAttentionHeads, q.NumKeyValueHeads, q.HeadDim =
+		40, 16, 24, 2, 4, 1, 4
+	b := bert.DefaultConfig()
+	b.VocabSize, b.HiddenSize, b.NumHiddenLayers, b.NumAttentionHeads, b.IntermediateSize, b.MaxPositionEmbeddings = 30, 16, 2, 2, 32, 20
+	b.SetNumLabels(5)
+	bare := bert.DefaultConfig()
+	bare.Arch, bare.VocabSize, bare.HiddenSize, bare.NumHiddenLayers, bare.NumAttentionHeads, bare.IntermediateSize = bert.BareModel, 30, 16, 1, 2, 32
+	return map[string]Config{"gpt2 untied n_inner": g, "llama biases tied": l, "qwen2 gqa": q, "bert 5 labels": b, "bert bare": bare}
 }

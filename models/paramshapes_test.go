@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotpu/gotpu/models/bert"
 	"github.com/gotpu/gotpu/models/gemma3"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/models/internal/core"
@@ -80,22 +79,7 @@ func TestParamShapesMatchBuiltModels(t *testing.T) {
 		}
 	}
 
-	inner := 40
-	g := gpt2.DefaultConfig()
-	g.VocabSize, g.NPositions, g.NEmbd, g.NLayer, g.NHead, g.NInner, g.TieWordEmbeddings = 50, 16, 16, 3, 2, &inner, false
-	l := llama.DefaultConfig(llama.TypeLlama)
-	l.VocabSize, l.HiddenSize, l.IntermediateSize, l.NumHiddenLayers, l.NumAttentionHeads, l.NumKeyValueHeads, l.HeadDim =
-		40, 16, 24, 2, 4, 2, 8
-	l.AttentionBias, l.MLPBias, l.TieWordEmbeddings = true, true, true
-	q := llama.DefaultConfig(llama.TypeQwen2)
-	q.VocabSize, q.HiddenSize, q.IntermediateSize, q.NumHiddenLayers, q.NumAttentionHeads, q.NumKeyValueHeads, q.HeadDim =
-		40, 16, 24, 2, 4, 1, 4
-	b := bert.DefaultConfig()
-	b.VocabSize, b.HiddenSize, b.NumHiddenLayers, b.NumAttentionHeads, b.IntermediateSize, b.MaxPositionEmbeddings = 30, 16, 2, 2, 32, 20
-	b.SetNumLabels(5)
-	bare := bert.DefaultConfig()
-	bare.Arch, bare.VocabSize, bare.HiddenSize, bare.NumHiddenLayers, bare.NumAttentionHeads, bare.IntermediateSize = bert.BareModel, 30, 16, 1, 2, 32
-	variants := map[string]Config{"gpt2 untied n_inner": g, "llama biases tied": l, "qwen2 gqa": q, "bert 5 labels": b, "bert bare": bare}
+	variants := configVariants()
 
 	// Qwen3 and Gemma 3 variants start from the fixtures' configs.
 	if c, err := ParseConfig(filepath.Join("..", "testdata", "models", "qwen3-tiny", core.ConfigFile)); err == nil {

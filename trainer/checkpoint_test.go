@@ -134,27 +134,54 @@ func TestExactResume(t *testing.T) {
 				t.Fatalf("after the interrupted run: %v", l)
 			}
 			b := c.train(t, c.devices, c.perDevice, split, 0, true)
-			for _, f := range []string{"model.safetensors", "optimizer.safetensors", "rng_state.safetensors"} {
-				x, err1 := os.ReadFile(filepath.Join(straight, "checkpoint-20", f))
-				y, err2 := os.ReadFile(filepath.Join(split, "checkpoint-20", f))
-				if err1 != nil || err2 != nil {
-					t.Fatal(err1, err2)
-				}
-				if !bytes.Equal(x, y) {
-					t.Errorf("%s differs between the straight and the resumed run", f)
-				}
-			}
-			la, lb := loggedLosses(a), loggedLosses(b)
-			if len(la) != 20 || len(lb) != 20 {
-				t.Fatalf("logged %d and %d losses, want 20", len(la), len(lb))
-			}
-			for s, v := range la {
-				if lb[s] != v {
-					t.Errorf("step %d: loss %v straight, %v resumed", s, v, lb[s])
-				}
-			}
+			sameRun(t, straight, split, 20, a, b)
 		})
 	}
+}
+
+// sameRun checks that a straight run and a resumed one (output directories and final states)
+// wrote bitwise the same files (model, optimizer and RNG state, and any extra) in their checkpoint
+// of the last step and logged the same losses, one per step.
+func sameRun(t *testing.T, straight, split string, steps int, a, b *trainer.TrainerState, extra ...string) {
+	t.Helper()
+	dir := checkpoint.DirName(steps)
+	for _, f := range append([]string{"model.safetensors", "optimizer.safetensors", "rng_state.safetensors"}, extra...) {
+		x, err1 := os.ReadFile(filepath.Join(straight, dir, f))
+		y, err2 := os.ReadFile(filepath.Join(split, dir, f))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between the straight and the resumed run", f)
+		}
+	}
+	la, lb := loggedLosses(a), loggedLosses(b)
+	if len(la) != steps || len(lb) != steps {
+		t.Fatalf("logged %d and %d losses, want %d", len(la), len(lb), steps)
+	}
+	for s, v := range la {
+		if lb[s] != v {
+			t.Errorf("step %d: loss %v straight, %v resumed", s, v, lb[s])
+		}
+	}
+}
+
+// maxAbsDiffF32 is the largest |x − y| over every element of two float32 safetensors files with
+// the same tensors.
+func maxAbsDiffF32(t *testing.T, xPath, yPath string) float64 {
+	t.Helper()
+	x, y := readF32(t, xPath), readF32(t, yPath)
+	worst := 0.0
+	for n, xv := range x {
+		yv, ok := y[n]
+		if !ok || len(yv) != len(xv) {
+			t.Fatalf("%s: %s missing or reshaped in %s", xPath, n, yPath)
+		}
+		for i := range xv {
+			worst = max(worst, math.Abs(float64(xv[i]-yv[i])))
+		}
+	}
+	return worst
 }
 
 func readF32(t *testing.T, path string) map[string][]float32 {
@@ -187,18 +214,7 @@ func TestResumeOnOtherDeviceCount(t *testing.T) {
 	c.train(t, 8, 1, split, 10, false)
 	c.train(t, 1, 8, split, 0, true)
 	for _, f := range []string{"model.safetensors", "optimizer.safetensors"} {
-		x := readF32(t, filepath.Join(straight, "checkpoint-20", f))
-		y := readF32(t, filepath.Join(split, "checkpoint-20", f))
-		worst := 0.0
-		for n, xv := range x {
-			yv, ok := y[n]
-			if !ok || len(yv) != len(xv) {
-				t.Fatalf("%s: %s missing or reshaped", f, n)
-			}
-			for i := range xv {
-				worst = max(worst, math.Abs(float64(xv[i]-yv[i])))
-			}
-		}
+		worst := maxAbsDiffF32(t, filepath.Join(straight, "checkpoint-20", f), filepath.Join(split, "checkpoint-20", f))
 		t.Logf("%s: max |8 devices - (8 then 1)| = %g", f, worst)
 		if worst > 1e-6 {
 			t.Errorf("%s: max difference %g > 1e-6", f, worst)

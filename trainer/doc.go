@@ -7,10 +7,12 @@
 //
 // Each optimizer update takes gradient_accumulation_steps global micro-batches from a
 // data.Loader (prefetching on its own goroutines); each micro-batch is split into one shard per
-// replica, and trainer/step runs the step as one SPMD program over the runtime's devices — the same
-// on a TPU and on the pure-Go backend's virtual devices: every replica's gradients, an in-graph
-// all-reduce, clipping, and torch's AdamW or HF's Adafactor (HF's decay groups) at the schedule's
-// rate. The loss of
+// replica, and trainer/step runs the step as one SPMD program over the runtime's devices (on a
+// PJRT plugin, the AutoSharding program XLA partitions into it) — every replica's gradients, an
+// in-graph all-reduce, clipping, and torch's AdamW or HF's Adafactor (HF's decay groups) at the
+// schedule's rate. With fsdp full_shard or hybrid_shard (FSDPPlan) parameters, gradients and
+// optimizer state are sharded over a data × fsdp mesh and checkpoints are staged tensor by tensor
+// (docs/fsdp.md). The loss of
 // a step is the mean over all its non-ignored tokens, so replica and accumulation layouts give
 // the same updates. Logging, evaluation and saving follow HF's DefaultFlowCallback (Flow); each
 // log entry has HF's keys (loss rounded to 4 decimals, grad_norm, learning_rate, epoch, step)

@@ -1,11 +1,9 @@
 package trainer_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,25 +24,7 @@ func TestFSDPExactResume(t *testing.T) {
 			a := c.train(t, c.devices, c.perDevice, straight, 0, false)
 			c.train(t, c.devices, c.perDevice, split, 10, false)
 			b := c.train(t, c.devices, c.perDevice, split, 0, true)
-			for _, f := range []string{"model.safetensors", "optimizer.safetensors", "rng_state.safetensors"} {
-				x, err1 := os.ReadFile(filepath.Join(straight, "checkpoint-20", f))
-				y, err2 := os.ReadFile(filepath.Join(split, "checkpoint-20", f))
-				if err1 != nil || err2 != nil {
-					t.Fatal(err1, err2)
-				}
-				if !bytes.Equal(x, y) {
-					t.Errorf("%s differs between the straight and the resumed run", f)
-				}
-			}
-			la, lb := loggedLosses(a), loggedLosses(b)
-			if len(la) != 20 || len(lb) != 20 {
-				t.Fatalf("logged %d and %d losses, want 20", len(la), len(lb))
-			}
-			for s, v := range la {
-				if lb[s] != v {
-					t.Errorf("step %d: loss %v straight, %v resumed", s, v, lb[s])
-				}
-			}
+			sameRun(t, straight, split, 20, a, b)
 		})
 	}
 }
@@ -64,18 +44,7 @@ func TestFSDPResumeAcrossMeshes(t *testing.T) {
 	steps30(hybrid).train(t, 8, 1, split, 20, true)
 	steps30(one).train(t, 1, 8, split, 0, true)
 	for _, f := range []string{"model.safetensors", "optimizer.safetensors"} {
-		x := readF32(t, filepath.Join(straight, "checkpoint-30", f))
-		y := readF32(t, filepath.Join(split, "checkpoint-30", f))
-		worst := 0.0
-		for n, xv := range x {
-			yv, ok := y[n]
-			if !ok || len(yv) != len(xv) {
-				t.Fatalf("%s: %s missing or reshaped", f, n)
-			}
-			for i := range xv {
-				worst = max(worst, math.Abs(float64(xv[i]-yv[i])))
-			}
-		}
+		worst := maxAbsDiffF32(t, filepath.Join(straight, "checkpoint-30", f), filepath.Join(split, "checkpoint-30", f))
 		t.Logf("%s: max |8 devices full_shard - (8 full_shard, then 2×4 hybrid_shard, then 1 device)| = %g", f, worst)
 		if worst > 1e-6 {
 			t.Errorf("%s: max difference %g > 1e-6", f, worst)

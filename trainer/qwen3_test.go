@@ -1,12 +1,10 @@
 package trainer_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -95,25 +93,8 @@ func TestQwen3ExactResume(t *testing.T) {
 				t.Fatalf("after the interrupted run: %v", l)
 			}
 			b := trainQwen3(t, c.devices, c.perDevice, c.bf16, split, 0, true)
-			for _, f := range []string{"model.safetensors", "optimizer.safetensors", "rng_state.safetensors", "config.json"} {
-				x, err1 := os.ReadFile(filepath.Join(straight, "checkpoint-6", f))
-				y, err2 := os.ReadFile(filepath.Join(split, "checkpoint-6", f))
-				if err1 != nil || err2 != nil {
-					t.Fatal(err1, err2)
-				}
-				if !bytes.Equal(x, y) {
-					t.Errorf("%s differs between the straight and the resumed run", f)
-				}
-			}
-			la, lb := loggedLosses(a), loggedLosses(b)
-			if len(la) != 6 || len(lb) != 6 {
-				t.Fatalf("logged %d and %d losses, want 6", len(la), len(lb))
-			}
-			for s, v := range la {
-				if lb[s] != v {
-					t.Errorf("step %d: loss %v straight, %v resumed", s, v, lb[s])
-				}
-			}
+			sameRun(t, straight, split, 6, a, b, "config.json")
+			la := loggedLosses(a)
 			if !(la[6] < la[1]) {
 				t.Errorf("did not learn: losses %v", la)
 			}

@@ -4,18 +4,12 @@ package step
 
 import (
 	"context"
-	"reflect"
+	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/go-xla/pkg/stablehlo"
-	"github.com/gomlx/gomlx/backends"
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -23,46 +17,8 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/xla"
+	"github.com/gotpu/gotpu/xla/xlatest"
 )
-
-// fakeXLA is GoMLX's XLA backend marked as loaded, with transfers that only record shapes, so that
-// GoMLX's own context.Exec builds a program up to the missing PJRT client (the hack of
-// hlo_gomlx_test.go; it exists only in tests).
-type fakeXLA struct {
-	*gomlxxla.Backend
-	last backends.Builder
-}
-
-type fakeXLABuffer struct {
-	shape  shapes.Shape
-	device backends.DeviceNum
-}
-
-func newFakeXLA(numDevices int) *fakeXLA {
-	be := &gomlxxla.Backend{}
-	field := func(name string) reflect.Value {
-		f := reflect.ValueOf(be).Elem().FieldByName(name)
-		return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-	}
-	field("plugin").Set(reflect.ValueOf(&pjrt.Plugin{}))
-	field("numDevices").Set(reflect.ValueOf(numDevices))
-	return &fakeXLA{Backend: be}
-}
-
-func (b *fakeXLA) Builder(name string) backends.Builder {
-	b.last = b.Backend.Builder(name)
-	return b.last
-}
-func (b *fakeXLA) BufferFromFlatData(d backends.DeviceNum, _ any, s shapes.Shape) (backends.Buffer, error) {
-	return &fakeXLABuffer{shape: s, device: d}, nil
-}
-func (b *fakeXLA) BufferShape(buf backends.Buffer) (shapes.Shape, error) {
-	return buf.(*fakeXLABuffer).shape, nil
-}
-func (b *fakeXLA) BufferDeviceNum(buf backends.Buffer) (backends.DeviceNum, error) {
-	return buf.(*fakeXLABuffer).device, nil
-}
-func (b *fakeXLA) BufferFinalize(backends.Buffer) error { return nil }
 
 // TestFSDPAutoShardingExecMatchesTrace: the program an FSDP stepper builds on a PJRT plugin — the
 // train Exec configured as Dispatch configures it on such a runtime (AutoSharding over the mesh,
@@ -77,7 +33,7 @@ func TestFSDPAutoShardingExecMatchesTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.auto = true
-	be := newFakeXLA(goldenReplicas)
+	be := xlatest.NewGoMLXBackend(goldenReplicas)
 	var e *mlctx.Exec
 	e, err = mlctx.NewExec(be, s.model.Context(), s.autoOutputs(&e, s.trainGraph, s.trainOutputSpecs))
 	if err != nil {
@@ -92,7 +48,7 @@ func TestFSDPAutoShardingExecMatchesTrace(t *testing.T) {
 	if err := e.PreCompile(goldenArgs(goldenReplicas)...); err == nil {
 		t.Fatal("GoMLX compiled without a PJRT client?")
 	}
-	text := fakeModule(t, be)
+	text := be.Module(t)
 	name := regexp.MustCompile(`^module @\S+`)
 	got := name.ReplaceAllString(text, "module @m")
 	if w := name.ReplaceAllString(want, "module @m"); got != w {
@@ -100,40 +56,16 @@ func TestFSDPAutoShardingExecMatchesTrace(t *testing.T) {
 	}
 }
 
+// firstLineDiffStep shows where two texts part (lines cut at 400 characters).
 func firstLineDiffStep(a, b string) string {
-	for i, al := 0, splitLines(a); i < len(al); i++ {
-		bl := splitLines(b)
-		if i >= len(bl) || al[i] != bl[i] {
-			if i < len(bl) {
-				return "line " + itoa(i+1) + ":\n  GoMLX: " + trunc(al[i]) + "\n  trace: " + trunc(bl[i])
-			}
-			return "line " + itoa(i+1)
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	cut := func(s string) string { return s[:min(len(s), 400)] }
+	for i := range min(len(al), len(bl)) {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n  GoMLX: %s\n  trace: %s", i+1, cut(al[i]), cut(bl[i]))
 		}
 	}
-	return "the end"
-}
-
-func splitLines(s string) []string { return regexp.MustCompile("\n").Split(s, -1) }
-func itoa(i int) string            { return strconv.Itoa(i) }
-func trunc(s string) string {
-	if len(s) > 400 {
-		return s[:400] + "…"
-	}
-	return s
-}
-
-// fakeModule returns the StableHLO GoMLX's builder wrote on be.
-func fakeModule(t *testing.T, be *fakeXLA) string {
-	t.Helper()
-	if be.last == nil {
-		t.Fatal("GoMLX built no program")
-	}
-	f := reflect.ValueOf(be.last).Elem().FieldByName("builder")
-	text, err := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(*stablehlo.Builder).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(text)
+	return fmt.Sprintf("lengths differ: %d vs %d lines", len(al), len(bl))
 }
 
 // goldenArgs are per-device train-program arguments for goldenBatch (three batch tensors, the
@@ -161,7 +93,7 @@ func TestDataParallelOnPJRTIsAutoSharding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := mlctx.NewExec(newFakeXLA(goldenReplicas), spmd.model.Context(), spmd.trainGraph)
+	e, err := mlctx.NewExec(xlatest.NewGoMLXBackend(goldenReplicas), spmd.model.Context(), spmd.trainGraph)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +107,7 @@ func TestDataParallelOnPJRTIsAutoSharding(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.auto = true
-	be := newFakeXLA(goldenReplicas)
+	be := xlatest.NewGoMLXBackend(goldenReplicas)
 	var ae *mlctx.Exec
 	if ae, err = mlctx.NewExec(be, s.model.Context(), s.autoOutputs(&ae, s.trainGraph, s.trainOutputSpecs)); err != nil {
 		t.Fatal(err)
@@ -192,7 +124,7 @@ func TestDataParallelOnPJRTIsAutoSharding(t *testing.T) {
 	if err := ae.PreCompile(goldenArgs(goldenReplicas)...); err == nil {
 		t.Fatal("GoMLX compiled without a PJRT client?")
 	}
-	m, err := xla.ParseStableHLO(fakeModule(t, be))
+	m, err := xla.ParseStableHLO(be.Module(t))
 	if err != nil {
 		t.Fatal(err)
 	}

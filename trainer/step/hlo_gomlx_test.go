@@ -4,23 +4,17 @@ package step_test
 
 // These tests check gotpu's StableHLO tracer against GoMLX's own XLA backend: for the same graph,
 // the text must be byte-identical to what GoMLX v0.26.0 would hand to a PJRT plugin. GoMLX refuses
-// to build anything before a plugin is loaded, so gomlxStableHLO below forces it with reflect and
-// unsafe: it marks a zero backend as loaded and reads the builder's unexported module after
-// Compile stops at the missing PJRT client. This hack exists only in this test file; the library
+// to build anything before a plugin is loaded, so gomlxStableHLO below builds on xla/xlatest's
+// GoMLXBackend, which forces it (the hack lives only in that test-helper package); the library
 // route (xla.StableHLO) needs none of it.
 
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
-	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/go-xla/pkg/stablehlo"
 	"github.com/gomlx/gomlx/backends"
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // graph code reads better unqualified.
@@ -30,34 +24,15 @@ import (
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/trainer/step"
 	"github.com/gotpu/gotpu/xla"
+	"github.com/gotpu/gotpu/xla/xlatest"
 )
-
-// capturingBackend remembers the builder GoMLX's graph asks for.
-type capturingBackend struct {
-	*gomlxxla.Backend
-	last backends.Builder
-}
-
-func (c *capturingBackend) Builder(name string) backends.Builder {
-	c.last = c.Backend.Builder(name)
-	return c.last
-}
-
-// private returns an addressable view of an unexported struct field.
-func private(v reflect.Value, field string) reflect.Value {
-	f := v.FieldByName(field)
-	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-}
 
 // gomlxStableHLO builds spec's program with GoMLX's XLA backend and returns its StableHLO text,
 // with the output conventions of xla.StableHLOContext when c is not nil.
 func gomlxStableHLO(t *testing.T, spec xla.HLOSpec, c *mlctx.Context, fn step.GraphFunc) string {
 	t.Helper()
-	be := &gomlxxla.Backend{}
-	private(reflect.ValueOf(be).Elem(), "plugin").Set(reflect.ValueOf(&pjrt.Plugin{}))
-	private(reflect.ValueOf(be).Elem(), "numDevices").Set(reflect.ValueOf(max(spec.Replicas, 1)))
-	cb := &capturingBackend{Backend: be}
-	g := NewGraph(cb, spec.Name)
+	be := xlatest.NewGoMLXBackend(max(spec.Replicas, 1))
+	g := NewGraph(be, spec.Name)
 	if spec.Replicas > 1 {
 		mesh, err := distributed.NewDeviceMesh([]int{spec.Replicas}, []string{xla.ReplicaAxis})
 		if err != nil {
@@ -86,12 +61,7 @@ func gomlxStableHLO(t *testing.T, spec xla.HLOSpec, c *mlctx.Context, fn step.Gr
 		defer func() { _ = recover() }()
 		g.Compile(outs...)
 	}()
-	module := private(reflect.ValueOf(cb.last).Elem(), "builder").Interface().(*stablehlo.Builder)
-	text, err := module.Build()
-	if err != nil {
-		t.Fatalf("GoMLX XLA backend, %s: %v", spec.Name, err)
-	}
-	return string(text)
+	return be.Module(t)
 }
 
 // firstDifference shows where two texts part.
