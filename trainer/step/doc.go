@@ -37,7 +37,8 @@
 //
 // The model's variables are replicated: after a step each holds one copy per device (GoMLX
 // distributed values), bitwise identical because every replica applies the same update; reading a
-// variable (ExportState, evaluation) takes device 0's copy. Evaluation runs on device 0.
+// variable (ExportState, evaluation) takes device 0's copy. Evaluation runs on device 0 (on a
+// PJRT plugin, as an AutoSharding program over all the devices, the weights left in place).
 //
 // FSDP (Config.FSDP, fsdp.go; docs/fsdp.md): over a data × fsdp mesh, every parameter and its
 // AdamW moments are split along one dimension over the fsdp axis (internal/shard's layout; small

@@ -53,11 +53,24 @@ type EvalResult struct {
 func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPending, err error) {
 	defer xla.Recover(&err, "step.DispatchEval")
 	in := s.batchInputs(b)
-	if err := s.rt.Transfer(0, in...); err != nil {
+	devices := []int{0}
+	if s.auto {
+		// An AutoSharding stepper evaluates over all its devices, the weights left sharded.
+		if err := s.ready(); err != nil {
+			return nil, err
+		}
+		if in, err = s.autoEvalInputs(in); err != nil {
+			return nil, err
+		}
+		devices = devices[:0]
+		for r := range s.cfg.NumReplicas {
+			devices = append(devices, r)
+		}
+	} else if err := s.rt.Transfer(0, in...); err != nil {
 		return nil, fmt.Errorf("evaluation: %w", err)
 	}
 	p = &EvalPending{}
-	p.exec, err = s.stream.Dispatch(ctx, "evaluation", []int{0}, func() error {
+	p.exec, err = s.stream.Dispatch(ctx, "evaluation", devices, func() error {
 		defer func() {
 			for _, t := range in {
 				t.FinalizeAll()
@@ -67,7 +80,12 @@ func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPendi
 		if err != nil {
 			return fmt.Errorf("evaluation: %w", err)
 		}
-		p.out = outs
+		// Every device returns the same (replicated) results: device 0's are kept.
+		per := len(outs) / len(devices)
+		for _, t := range outs[per:] {
+			t.FinalizeAll()
+		}
+		p.out = outs[:per]
 		return nil
 	})
 	if err != nil {

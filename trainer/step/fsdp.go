@@ -110,6 +110,7 @@ func (s *Stepper) readyFSDP() error {
 	if s.auto {
 		s.autoExec(s.grad)
 		s.autoExec(s.train)
+		s.autoExec(s.eval)
 		if err := s.shardVariables(); err != nil {
 			return err
 		}

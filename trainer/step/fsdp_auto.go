@@ -6,6 +6,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // graph code reads better unqualified.
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 )
 
@@ -52,7 +53,8 @@ func (s *Stepper) gradOutputSpecs([]*Node) []*distributed.ShardingSpec {
 	return append(specs, s.fsdp.specs...)
 }
 
-// trainOutputSpecs: trainGraph's five outputs are scalars and the counter, all replicated.
+// trainOutputSpecs: trainGraph's five outputs are scalars and the counter, all replicated (as
+// are evalGraph's loss sum, term count and logits).
 func (s *Stepper) trainOutputSpecs(outs []*Node) []*distributed.ShardingSpec {
 	return make([]*distributed.ShardingSpec, len(outs))
 }
@@ -81,4 +83,41 @@ func (s *Stepper) autoInputSpecs(batch []int, extra int, acc bool) ([]*distribut
 		}
 	}
 	return specs, nil
+}
+
+// autoEvalInputs puts a whole evaluation batch on every device of an AutoSharding stepper, with
+// replicated input shardings: the weights stay sharded (XLA gathers what each device needs), so
+// evaluating never puts the whole model on one device. It returns the per-device arguments.
+func (s *Stepper) autoEvalInputs(in []*tensors.Tensor) ([]*tensors.Tensor, error) {
+	replicated := distributed.NewReplicatedShardingSpec(s.fsdp.mesh)
+	specs := make([]*distributed.ShardingSpec, len(in))
+	for i := range specs {
+		specs[i] = replicated
+	}
+	s.eval.WithInputShardingSpecs(specs...)
+	// Copies for the other devices are made on the host first: a transfer may drop the host copy.
+	args := make([]*tensors.Tensor, 0, len(in)*s.cfg.NumReplicas)
+	release := func() {
+		for _, a := range args[len(in):] {
+			a.FinalizeAll()
+		}
+	}
+	args = append(args, in...)
+	for range s.cfg.NumReplicas - 1 {
+		for _, t := range in {
+			c, err := t.LocalClone()
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("evaluation batch: %w", err)
+			}
+			args = append(args, c)
+		}
+	}
+	for r := range s.cfg.NumReplicas {
+		if err := s.rt.Transfer(r, args[r*len(in):(r+1)*len(in)]...); err != nil {
+			release()
+			return nil, fmt.Errorf("evaluation batch on device %d: %w", r, err)
+		}
+	}
+	return args, nil
 }

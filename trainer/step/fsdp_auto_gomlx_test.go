@@ -149,3 +149,62 @@ func TestDataParallelOnPJRTIsAutoSharding(t *testing.T) {
 		t.Errorf("%d variable arguments, want at least %d (parameters and AdamW moments)", vars, want)
 	}
 }
+
+// TestFSDPEvalOnPJRTKeepsWeightsSharded: on a PJRT plugin an FSDP stepper evaluates with the
+// AutoSharding program too — every device gets the whole evaluation batch (replicated), the
+// weights keep their fsdp layout (XLA gathers what each device needs), the loss sum, term count
+// and logits come back replicated — so evaluation never puts the whole model on one device.
+// Built through GoMLX's own backend, up to the missing PJRT client.
+func TestFSDPEvalOnPJRTKeepsWeightsSharded(t *testing.T) {
+	s := fsdpGoldenStepper(t)
+	s.auto = true
+	be := xlatest.NewGoMLXBackend(goldenReplicas)
+	var e *mlctx.Exec
+	var err error
+	if e, err = mlctx.NewExec(be, s.model.Context(), s.autoOutputs(&e, s.evalGraph, s.trainOutputSpecs)); err != nil {
+		t.Fatal(err)
+	}
+	s.autoExec(e)
+	if err := s.shardVariables(); err != nil {
+		t.Fatal(err)
+	}
+	replicated := distributed.NewReplicatedShardingSpec(s.fsdp.mesh)
+	e.WithInputShardingSpecs(replicated, replicated, replicated)
+	var args []any
+	for range goldenReplicas {
+		for range 3 {
+			args = append(args, tensors.FromShape(shapes.Make(dtypes.Int32, goldenBatch.Size, goldenBatch.SeqLen)))
+		}
+	}
+	if err := e.PreCompile(args...); err == nil {
+		t.Fatal("GoMLX compiled without a PJRT client?")
+	}
+	m, err := xla.ParseStableHLO(be.Module(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if sh := m.ArgShardings[i]; sh == nil || !sh.IsReplicated() {
+			t.Errorf("batch argument %d: sharding %v, want replicated", i, sh)
+		}
+	}
+	if len(m.Results) != 3 {
+		t.Fatalf("%d results, want the loss sum, the term count and the logits", len(m.Results))
+	}
+	for i, sh := range m.ResultShardings {
+		if sh == nil || !sh.IsReplicated() {
+			t.Errorf("result %d: sharding %v, want replicated", i, sh)
+		}
+	}
+	c := s.model.Context()
+	for i, p := range s.params {
+		k := m.ArgIndex(s.variable(c, p).ParameterName())
+		if k < 0 {
+			t.Fatalf("%s is not an argument", p.Name)
+		}
+		l := s.fsdp.layouts[i]
+		if sh := m.ArgShardings[k]; sh == nil || l.Sharded() && !slices.Equal(sh.Axes(l.Dim), []string{FSDPAxis}) {
+			t.Errorf("%s: sharding %v, want its layout %s", p.Name, sh, l)
+		}
+	}
+}

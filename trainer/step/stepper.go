@@ -139,7 +139,11 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	if s.train, err = mlctx.NewExec(rt.Backend(), m.Context(), trainFn); err != nil {
 		return nil, err
 	}
-	if s.eval, err = mlctx.NewExec(rt.Backend(), m.Context(), s.evalGraph); err != nil {
+	evalFn := s.evalGraph
+	if s.auto {
+		evalFn = s.autoOutputs(&s.eval, s.evalGraph, s.trainOutputSpecs)
+	}
+	if s.eval, err = mlctx.NewExec(rt.Backend(), m.Context(), evalFn); err != nil {
 		return nil, err
 	}
 	return s, nil
