@@ -208,3 +208,58 @@ func TestFSDPEvalOnPJRTKeepsWeightsSharded(t *testing.T) {
 		}
 	}
 }
+
+// TestFSDPAccumulationOnPJRTKeepsShards: the gradient program of an accumulating FSDP step on a
+// PJRT plugin (a later micro-batch: the batch, then the loss-sum pair, term count and gradient
+// sums carried from the earlier ones) takes and returns every gradient sum in its parameter's
+// layout, so the accumulators stay sharded between micro-batches, and updates no variable. Built
+// through GoMLX's own backend, up to the missing PJRT client.
+func TestFSDPAccumulationOnPJRTKeepsShards(t *testing.T) {
+	s := fsdpGoldenStepper(t)
+	s.auto = true
+	be := xlatest.NewGoMLXBackend(goldenReplicas)
+	var e *mlctx.Exec
+	var err error
+	if e, err = mlctx.NewExec(be, s.model.Context(), s.autoOutputs(&e, s.gradGraph, s.gradOutputSpecs)); err != nil {
+		t.Fatal(err)
+	}
+	s.autoExec(e)
+	if err := s.shardVariables(); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := s.autoInputSpecs([]int{2, 2, 2}, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.WithInputShardingSpecs(specs...)
+	var args []any
+	for range goldenReplicas {
+		for range 3 {
+			args = append(args, tensors.FromShape(shapes.Make(dtypes.Int32, goldenBatch.Size, goldenBatch.SeqLen)))
+		}
+		for range carryScalars {
+			args = append(args, tensors.FromShape(shapes.Make(dtypes.Float32)))
+		}
+		for i := range s.params {
+			args = append(args, tensors.FromShape(shapes.Make(dtypes.Float32, s.accShape(i)...)))
+		}
+	}
+	if err := e.PreCompile(args...); err == nil {
+		t.Fatal("GoMLX compiled without a PJRT client?")
+	}
+	m, err := xla.ParseStableHLO(be.Module(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := carryScalars + len(s.params); len(m.Results) != want {
+		t.Fatalf("%d results, want %d (loss pair, count, a gradient sum per parameter): a variable was updated?", len(m.Results), want)
+	}
+	for i, l := range s.fsdp.layouts {
+		in, out := m.ArgShardings[3+carryScalars+i], m.ResultShardings[carryScalars+i]
+		for _, sh := range []*xla.HLOSharding{in, out} {
+			if sh == nil || l.Sharded() && !slices.Equal(sh.Axes(l.Dim), []string{FSDPAxis}) {
+				t.Errorf("%s's gradient sum: sharding %v, want its layout %s", s.params[i].Name, sh, l)
+			}
+		}
+	}
+}
