@@ -47,9 +47,10 @@
 // every input, variable and output annotated — and XLA's partitioner inserts the collectives
 // (fsdp_auto.go). gotpu's CPU backend has no partitioner: there the step is the partitioned form
 // written out as an SPMD program (fsdpGradGraph, fsdpTrainGraph): all-gather of the weights and
-// reduce-scatter of the gradients, both through AllReduce (GoMLX's only collective), the norm from
-// the shards, and the optimizer on the shards; with accumulation each micro-batch is
-// reduce-scattered at once. ExportState merges shards; StateSource stages the state tensor by
+// reduce-scatter of the gradients, both through AllReduce (GoMLX's only collective), and the
+// optimizer on the shards. Without accumulation the step is element for element the
+// data-parallel one (the norm is computed from the whole all-reduced sums in its order); with
+// accumulation each micro-batch is reduce-scattered at once and the norm comes from the shards. ExportState merges shards; StateSource stages the state tensor by
 // tensor for checkpoints (stage.go), gathering each tensor's shards straight into the caller's
 // buffer. ImportState takes whole tensors, sharded for the stepper's mesh at its first step.
 //

@@ -230,20 +230,20 @@ func (s *Stepper) restoreShards(c *mlctx.Context, shards []*Node) {
 
 // scatterGradients sums whole gradients over every replica and keeps this replica's shard of the
 // sharded ones: a reduce-scatter, as an all-reduce followed by the replica's slice (GoMLX has no
-// reduce-scatter). extra scalars (loss sum, loss-term count) join the same all-reduce. The
-// all-reduced sums are bitwise those of the data-parallel step.
-func (s *Stepper) scatterGradients(g *Graph, grads []*Node, idx *Node, extra ...*Node) ([]*Node, []*Node) {
+// reduce-scatter). extra scalars (loss sum, loss-term count) join the same all-reduce. It returns
+// the shards, the whole sums (bitwise those of the data-parallel step) and the extra sums.
+func (s *Stepper) scatterGradients(g *Graph, grads []*Node, idx *Node, extra ...*Node) (shards, whole, extraSums []*Node) {
 	all := append(slices.Clone(grads), extra...)
 	summed := g.Distributed().AllReduce(all, backends.ReduceOpSum)
-	out := make([]*Node, len(grads))
+	shards = make([]*Node, len(grads))
 	for i, gr := range summed[:len(grads)] {
 		l := s.fsdp.layouts[i]
 		if l.Sharded() {
 			gr = rowOf(gr, l, idx)
 		}
-		out[i] = gr
+		shards[i] = gr
 	}
-	return out, summed[len(grads):]
+	return shards, summed[:len(grads)], summed[len(grads):]
 }
 
 // fsdpGradGraph is gradGraph for FSDP: inputs are the replica's batch, its fsdp coordinate and,
@@ -259,7 +259,7 @@ func (s *Stepper) fsdpGradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	shards := s.gatherParams(c, g, idx)
 	sum, terms, grads := s.replicaGradients(c, b)
 	s.restoreShards(c, shards)
-	grads, _ = s.scatterGradients(g, grads, idx)
+	grads, _, _ = s.scatterGradients(g, grads, idx)
 	hi, lo := sum, ZerosLike(sum)
 	acc := nodes[nb+1:]
 	if hasAcc {
@@ -298,28 +298,36 @@ func (s *Stepper) fsdpTrainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	if acc != nil {
 		sum, terms = Add(Add(acc[0], acc[1]), sum), Add(acc[2], terms)
 	}
-	grads, scalars := s.scatterGradients(g, grads, idx, sum, terms)
+	grads, whole, scalars := s.scatterGradients(g, grads, idx, sum, terms)
 	if acc != nil {
 		for i := range grads {
 			grads[i] = Add(acc[carryScalars+i], grads[i])
 		}
+		whole = nil // the accumulated sums exist only as shards
 	}
 	sc := windowScalars(table, ctr, s.cfg.window())
-	norm, applied := s.update(c, grads, scalars[1], sc, s.allowed(ctr))
+	norm, applied := s.update(c, grads, scalars[1], sc, s.allowed(ctr), whole)
 	return []*Node{scalars[0], scalars[1], norm, ConvertDType(applied, dtypes.Float32), nextCounter(ctr, applied)}
 }
 
-// gradSumSq is the squared global L2 norm of grads. In an FSDP step a sharded gradient is this
-// replica's shard: the shards' sums of squares are added over the fsdp group (every data group
-// holds the same shards after the reduce-scatter), the replicated gradients' added once.
-func (s *Stepper) gradSumSq(g *Graph, grads []*Node) *Node {
+// wholeSumSq is the squared global L2 norm of whole gradients, in data parallelism's order.
+func (s *Stepper) wholeSumSq(g *Graph, grads []*Node) *Node {
 	sumSq := Scalar(g, dtypes.Float32, 0)
-	if s.fsdp == nil || g.DistributedStrategy() == distributed.AutoSharding {
-		for _, gr := range grads {
-			sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
-		}
-		return sumSq
+	for _, gr := range grads {
+		sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
 	}
+	return sumSq
+}
+
+// gradSumSq is the squared global L2 norm of grads. In an FSDP step with accumulation a sharded
+// gradient is this replica's accumulated shard: the shards' sums of squares are added over the
+// fsdp group (every data group holds the same shards after the reduce-scatters), the replicated
+// gradients' added once.
+func (s *Stepper) gradSumSq(g *Graph, grads []*Node) *Node {
+	if s.fsdp == nil || g.DistributedStrategy() == distributed.AutoSharding {
+		return s.wholeSumSq(g, grads)
+	}
+	sumSq := Scalar(g, dtypes.Float32, 0)
 	sharded := Scalar(g, dtypes.Float32, 0)
 	for i, gr := range grads {
 		if s.fsdp.layouts[i].Sharded() {

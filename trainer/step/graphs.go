@@ -109,13 +109,26 @@ type updateScalars struct{ lr, decay, a, b, c *Node }
 // them by global norm and applies the optimizer to every parameter and its state in place, unless
 // the gradients are not finite or allow is false. It returns the pre-clip global norm and
 // whether it applied.
-func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateScalars, allow *Node) (norm, finite *Node) {
+//
+// wholeSums, when not nil, are the whole gradient sums of an FSDP step whose sums are shards (an
+// FSDP step without accumulation all-reduces them whole before keeping its shards): the norm is
+// then computed from them exactly as data parallelism computes it, so the step is bitwise the
+// data-parallel one.
+func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateScalars, allow *Node, wholeSums []*Node) (norm, finite *Node) {
 	g := count.Graph()
-	grads := make([]*Node, len(sums))
-	for i, sum := range sums {
-		grads[i] = Div(sum, Max(count, OnesLike(count)))
+	mean := func(sums []*Node) []*Node {
+		out := make([]*Node, len(sums))
+		for i, sum := range sums {
+			out[i] = Div(sum, Max(count, OnesLike(count)))
+		}
+		return out
 	}
-	norm = Sqrt(s.gradSumSq(g, grads))
+	grads := mean(sums)
+	if wholeSums != nil {
+		norm = Sqrt(s.wholeSumSq(g, mean(wholeSums)))
+	} else {
+		norm = Sqrt(s.gradSumSq(g, grads))
+	}
 	finite = LogicalAnd(IsFinite(norm), allow)
 	if maxNorm := s.cfg.Optimizer.MaxGradNorm; maxNorm > 0 {
 		// torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), clamped to 1.

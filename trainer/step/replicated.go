@@ -134,6 +134,6 @@ func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 		global = sum.Graph().Distributed().AllReduce(local, backends.ReduceOpSum)
 	}
 	sc := windowScalars(table, ctr, s.cfg.window())
-	norm, applied := s.update(c, global[:p], global[p+1], sc, s.allowed(ctr))
+	norm, applied := s.update(c, global[:p], global[p+1], sc, s.allowed(ctr), nil)
 	return []*Node{global[p], global[p+1], norm, ConvertDType(applied, dtypes.Float32), nextCounter(ctr, applied)}
 }
