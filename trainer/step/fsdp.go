@@ -134,11 +134,12 @@ func (s *Stepper) readyFSDP() error {
 }
 
 // spread puts this replica's shard x (layout l) in row idx of a tensor [n, shard…] whose other
-// rows are zeros: the broadcast shard times a one-hot row mask, which gotpu's backend evaluates as
-// one fused pass writing only the output (a Where would materialise the broadcast, the mask and
-// the zeros, each the size of the whole tensor, on every replica). x·1 is x and x·0 is 0 for
-// finite x; parameters are finite, as the step never applies a non-finite update (a non-finite
-// one would make the gathered tensor, and so the step's gradients, non-finite: skipped).
+// rows are zeros: the broadcast shard times a one-hot row mask. gotpu's backend recognises this
+// product under the all-reduce and gathers the rows natively with the same arithmetic, never
+// materialising the product (xla/internal/gobackend/gather.go; a Where would not be recognised).
+// x·1 is x and x·0 is 0 for finite x; parameters are finite, as the step never applies a
+// non-finite update (a non-finite one would make the gathered tensor, and so the step's
+// gradients, non-finite: skipped).
 func spread(x *Node, l shard.Layout, idx *Node) *Node {
 	g := x.Graph()
 	n := l.N

@@ -46,19 +46,52 @@ func (b *Builder) AllReduce(operands []backends.Op, red backends.ReduceOpType, g
 		}
 	}
 	groups = cloneIntLists(groups)
-	n := &node{id: len(b.nodes), op: op, inputs: vals, attrs: []any{red, groups},
+	outs := make([]backends.Op, len(vals))
+	var plain []int // operands reduced as such; the others are row gathers (gather.go)
+	for i, v := range vals {
+		if x, mask, ok := rowsOperand(v); ok && red == backends.ReduceOpSum {
+			o, err := b.recordCollective([]*value{x, mask}, []any{red, groups, rowsAttr}, []*value{v})
+			if err != nil {
+				return nil, err
+			}
+			outs[i] = o[0]
+			continue
+		}
+		plain = append(plain, i)
+	}
+	if len(plain) > 0 {
+		in := make([]*value, len(plain))
+		for k, i := range plain {
+			in[k] = vals[i]
+		}
+		o, err := b.recordCollective(in, []any{red, groups}, in)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range plain {
+			outs[i] = o[k]
+		}
+	}
+	return outs, nil
+}
+
+// recordCollective records an AllReduce node (a row gather when attrs has rowsAttr) reading in,
+// with one result per like value, of its shape.
+func (b *Builder) recordCollective(in []*value, attrs []any, like []*value) ([]backends.Op, error) {
+	op := backends.OpTypeAllReduce
+	n := &node{id: len(b.nodes), op: op, inputs: in, attrs: attrs,
 		replay: func(backends.Builder, []backends.Op) ([]backends.Op, error) {
 			return nil, errors.New("gobackend: AllReduce runs natively and is never replayed (bug)")
 		}}
-	outs := make([]backends.Op, len(vals))
-	for i, in := range vals {
+	outs := make([]backends.Op, len(like))
+	for i, l := range like {
 		// The shape builder sees each result as a parameter of the operand's shape: what the
 		// operations that read it need, and it is never compiled.
-		shadow, err := b.shadow.Parameter(fmt.Sprintf("#allreduce%d.%d", n.id, i), in.shape, nil)
+		shadow, err := b.shadow.Parameter(fmt.Sprintf("#allreduce%d.%d", n.id, i), l.shape, nil)
 		if err != nil {
 			return nil, fmt.Errorf("gobackend: %s (computation %q): %w", op, b.name, err)
 		}
-		v := &value{b: b, node: n, index: i, id: len(b.values), shape: in.shape.Clone(), shadow: shadow}
+		v := &value{b: b, node: n, index: i, id: len(b.values), shape: l.shape.Clone(), shadow: shadow}
 		b.values = append(b.values, v)
 		n.outputs = append(n.outputs, v)
 		outs[i] = v
@@ -66,6 +99,9 @@ func (b *Builder) AllReduce(operands []backends.Op, red backends.ReduceOpType, g
 	b.nodes = append(b.nodes, n)
 	return outs, nil
 }
+
+// isRows reports whether an AllReduce node is a row gather.
+func isRows(n *node) bool { return len(n.attrs) > 2 && n.attrs[2] == rowsAttr }
 
 func allReduceDType(dt dtypes.DType) bool {
 	switch dt {
@@ -124,6 +160,11 @@ func planAllReduce(n *node, replicas int) (*allReducePlan, error) {
 type collectives struct {
 	replicas int
 	slots    []collectiveSlot
+	// held counts, for each result buffer a group shares, the members that still read it: the
+	// last to let go recycles it (release), so shared results go back to the pool like any
+	// intermediate value rather than waiting for the garbage collector.
+	heldMu sync.Mutex
+	held   map[backends.Buffer]int
 	// bars is created on first use for each distinct group layout (an execution may hold
 	// all-reduces over different groups).
 	mu    sync.Mutex
@@ -141,7 +182,34 @@ type collectiveSlot struct {
 
 func newCollectives(replicas int) *collectives {
 	return &collectives{replicas: replicas, slots: make([]collectiveSlot, replicas), bars: map[string][]*barrier{},
-		abort: make(chan struct{})}
+		abort: make(chan struct{}), held: map[backends.Buffer]int{}}
+}
+
+// hold registers result buffers a group of members shares.
+func (c *collectives) hold(bufs []backends.Buffer, members int) {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	for _, b := range bufs {
+		c.held[b] = members
+	}
+}
+
+// release is one member letting go of buf: it reports whether buf is a shared result whose last
+// reader that was (the caller then recycles it). Buffers that are not shared results are not the
+// collectives' business: false.
+func (c *collectives) release(buf backends.Buffer) bool {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	n, ok := c.held[buf]
+	if !ok {
+		return false
+	}
+	if n <= 1 {
+		delete(c.held, buf)
+		return true
+	}
+	c.held[buf] = n - 1
+	return false
 }
 
 // fail releases every replica waiting at a barrier: another replica failed and will not come.
@@ -182,6 +250,7 @@ func (c *collectives) allReduce(p *allReducePlan, r int, ins []any, alloc func()
 			return nil, err
 		}
 		slot.outs, slot.bufs = outs, bufs
+		c.hold(bufs, len(p.groups[p.groupOf[r]]))
 	}
 	c.slots[r] = slot
 	if err := bar.wait(); err != nil {

@@ -35,6 +35,7 @@ type nativeOp struct {
 	red   *reducePlan    // ReduceSum or ReduceMax
 	trans *transposePlan // Transpose
 	ar    *allReducePlan // AllReduce: reads[i] reduced across replicas into outs[i]
+	rows  bool           // with ar: a row gather (gather.go) of reads[0] by the mask reads[1] into outs[0]
 	rng   *rngPlan       // RNGBitGenerator: reads[0] the state, outs the new state and the bits
 	reads []int          // value ids of the buffers it reads
 	out   int            // value id of its output (all but AllReduce and RNGBitGenerator)
@@ -154,9 +155,15 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 				return nil, fmt.Errorf("gobackend: computation %q: %s #%d: %w", b.name, n.op, n.id, err)
 			}
 			nat := &nativeOp{ar: p, out: -1, name: n.op.String()}
-			for i, in := range n.inputs {
-				nat.reads = append(nat.reads, in.id)
-				nat.outs = append(nat.outs, n.outputs[i].id)
+			if isRows(n) {
+				nat.rows, nat.name = true, "all-gather (rows)"
+				nat.reads = []int{n.inputs[0].id, n.inputs[1].id}
+				nat.outs = []int{n.outputs[0].id}
+			} else {
+				for i, in := range n.inputs {
+					nat.reads = append(nat.reads, in.id)
+					nat.outs = append(nat.outs, n.outputs[i].id)
+				}
 			}
 			native[n.id] = nat
 		} else if n.op == backends.OpTypeRNGBitGenerator && nativeRNG(n) {
@@ -496,6 +503,7 @@ type Stats struct {
 	Reductions     int // native reductions
 	Transposes     int // native transposes
 	AllReduces     int // all-reduces
+	AllGathers     int // all-gathers recognised in all-reduces (row gathers, gather.go)
 	RNGs           int // random bit generators
 }
 
@@ -523,6 +531,8 @@ func (e *Executable) Stats() Stats {
 			s.Reductions++
 		case nat.trans != nil:
 			s.Transposes++
+		case nat.ar != nil && nat.rows:
+			s.AllGathers++
 		case nat.ar != nil:
 			s.AllReduces++
 		case nat.rng != nil:

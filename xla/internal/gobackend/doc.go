@@ -45,7 +45,10 @@
 //   - float32 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go), accumulating in
 //     simplego's order, so bitwise equal to it;
 //   - float32 Transpose;
-//   - AllReduce (collective.go), always: simplego has no collectives;
+//   - AllReduce (collective.go), always: simplego has no collectives; an all-reduce operand that
+//     is an all-gather written as one (a broadcast shard times a one-hot row mask, what gotpu's
+//     FSDP step writes, as GoMLX has no all-gather) runs as a row gather (gather.go) with the
+//     all-reduce's arithmetic, without materialising the products;
 //   - RNGBitGenerator on a uint64 state (rng.go), drawing simplego's numbers: simplego's kernel
 //     writes to a state input it does not own, a data race when replicas share the state.
 //

@@ -177,7 +177,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 			if sh != nil && sh.deferred[v] {
 				continue // other replicas may still read it: executeSPMD frees it
 			}
-			if env[v] != nil && owned[v] {
+			if env[v] != nil && (owned[v] || c.release(env[v])) {
 				if err := e.recycle(env[v]); err != nil {
 					return nil, fmt.Errorf("gobackend: %q: freeing an intermediate buffer: %w", e.name, err)
 				}
@@ -211,9 +211,10 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 			return outs, fmt.Errorf("gobackend: %q: output #%d: %w", e.name, i, err)
 		}
 	}
-	// Whatever is left and owned (inputs donated but never read, repeated outputs' originals) is freed.
+	// Whatever is left and owned (inputs donated but never read, repeated outputs' originals) is
+	// freed, and this replica lets go of the shared collective results it still holds.
 	for v, buf := range env {
-		if buf != nil && owned[v] {
+		if buf != nil && (owned[v] || c.release(buf)) {
 			_ = sg.BufferFinalize(buf)
 		}
 	}
@@ -232,6 +233,8 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 	switch {
 	case st.seg != nil:
 		err = e.runSegment(i, st.seg, env, owned)
+	case st.nat.ar != nil && st.nat.rows:
+		err = e.runGatherRows(r, c, st.nat, env, owned)
 	case st.nat.ar != nil:
 		err = e.runAllReduce(r, c, st.nat, env, owned)
 	case st.nat.rng != nil:
@@ -409,5 +412,43 @@ func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, 
 		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
 	}
 	env[nat.out], owned[nat.out] = buf, true
+	return nil
+}
+
+// runGatherRows runs replica r's part of a row gather (gather.go) into the buffer its group
+// shares, held as runAllReduce holds its results.
+func (e *Executable) runGatherRows(r int, c *collectives, nat *nativeOp, env []backends.Buffer, owned []bool) error {
+	sg := e.backend.sg
+	fail := func(err error) error {
+		c.fail()
+		return fmt.Errorf("gobackend: %q: %s (replica %d): %w", e.name, nat.name, r, err)
+	}
+	var in [2][]float32
+	for i, v := range nat.reads {
+		if env[v] == nil {
+			return fail(fmt.Errorf("operand %d is not computed (bug)", i))
+		}
+		d, err := sg.BufferData(env[v])
+		if err != nil {
+			return fail(err)
+		}
+		f, ok := d.([]float32)
+		if !ok {
+			return fail(fmt.Errorf("operand %d is %T, not float32 (bug)", i, d))
+		}
+		in[i] = f
+	}
+	alloc := func() ([]float32, backends.Buffer, error) {
+		buf, out, err := sg.NewSharedBuffer(0, e.valueShapes[nat.outs[0]])
+		if err != nil {
+			return nil, nil, err
+		}
+		return out.([]float32), buf, nil
+	}
+	buf, err := c.gatherRows(nat.ar, r, in[0], in[1], alloc)
+	if err != nil {
+		return fail(err)
+	}
+	env[nat.outs[0]], owned[nat.outs[0]] = buf, false
 	return nil
 }
