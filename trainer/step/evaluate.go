@@ -53,6 +53,7 @@ type EvalResult struct {
 func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPending, err error) {
 	defer xla.Recover(&err, "step.DispatchEval")
 	in := s.batchInputs(b)
+	perDevice := len(in)
 	devices := []int{0}
 	if s.auto {
 		// An AutoSharding stepper evaluates over all its devices, the weights left sharded.
@@ -76,6 +77,9 @@ func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPendi
 				t.FinalizeAll()
 			}
 		}()
+		if s.auto {
+			s.autoEvalSpecs(perDevice)
+		}
 		outs, _, err := s.run(s.eval, in)
 		if err != nil {
 			return fmt.Errorf("evaluation: %w", err)

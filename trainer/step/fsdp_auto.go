@@ -85,16 +85,11 @@ func (s *Stepper) autoInputSpecs(batch []int, extra int, acc bool) ([]*distribut
 	return specs, nil
 }
 
-// autoEvalInputs puts a whole evaluation batch on every device of an AutoSharding stepper, with
-// replicated input shardings: the weights stay sharded (XLA gathers what each device needs), so
-// evaluating never puts the whole model on one device. It returns the per-device arguments.
+// autoEvalInputs puts a whole evaluation batch on every device of an AutoSharding stepper (the
+// evaluation program takes it replicated: autoEvalSpecs): the weights stay sharded (XLA gathers
+// what each device needs), so evaluating never puts the whole model on one device. It returns the
+// per-device arguments.
 func (s *Stepper) autoEvalInputs(in []*tensors.Tensor) ([]*tensors.Tensor, error) {
-	replicated := distributed.NewReplicatedShardingSpec(s.fsdp.mesh)
-	specs := make([]*distributed.ShardingSpec, len(in))
-	for i := range specs {
-		specs[i] = replicated
-	}
-	s.eval.WithInputShardingSpecs(specs...)
 	// Copies for the other devices are made on the host first: a transfer may drop the host copy.
 	args := make([]*tensors.Tensor, 0, len(in)*s.cfg.NumReplicas)
 	release := func() {
@@ -120,4 +115,15 @@ func (s *Stepper) autoEvalInputs(in []*tensors.Tensor) ([]*tensors.Tensor, error
 		}
 	}
 	return args, nil
+}
+
+// autoEvalSpecs configures the evaluation program's n inputs as replicated. It runs on the
+// executor goroutine, where the program is built, as execute configures the step programs.
+func (s *Stepper) autoEvalSpecs(n int) {
+	replicated := distributed.NewReplicatedShardingSpec(s.fsdp.mesh)
+	specs := make([]*distributed.ShardingSpec, n)
+	for i := range specs {
+		specs[i] = replicated
+	}
+	s.eval.WithInputShardingSpecs(specs...)
 }

@@ -168,8 +168,8 @@ func TestFSDPEvalOnPJRTKeepsWeightsSharded(t *testing.T) {
 	if err := s.shardVariables(); err != nil {
 		t.Fatal(err)
 	}
-	replicated := distributed.NewReplicatedShardingSpec(s.fsdp.mesh)
-	e.WithInputShardingSpecs(replicated, replicated, replicated)
+	s.eval = e
+	s.autoEvalSpecs(3)
 	var args []any
 	for range goldenReplicas {
 		for range 3 {

@@ -79,7 +79,8 @@
 // posts its operands (the group's first member also the result buffers), waits at the group's
 // barrier, reduces its share of the elements from every member's operands in group order into the
 // results, then waits again — so every replica gets bitwise the same result, held once per group:
-// the members share the result buffers read-only (never donated, freed or returned without a copy). A replica that fails
+// the members share the result buffers read-only (never donated or returned without a copy; the
+// last member to let go recycles them). A replica that fails
 // releases the others from the barriers with an error, instead of leaving them waiting. This is
 // the data-parallel path of trainer/step on every backend: the same SPMD graph with an in-graph
 // all-reduce that XLA compiles for N TPU cores.

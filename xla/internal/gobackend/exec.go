@@ -259,8 +259,8 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 }
 
 // runAllReduce runs replica r's part of an all-reduce into the buffers its group shares: they are
-// not the replica's (owned false), so it never frees, donates or returns them without a copy; the
-// garbage collector reclaims them once no replica's value table holds them.
+// not the replica's (owned false), so it never donates or returns them without a copy; each
+// member lets go of them after its last read (collectives.release) and the last recycles them.
 func (e *Executable) runAllReduce(r int, c *collectives, nat *nativeOp, env []backends.Buffer, owned []bool) error {
 	sg := e.backend.sg
 	ins := make([]any, len(nat.reads))
