@@ -8,28 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
 )
 
 const goldenFSDPName = "gpt2-tiny-fsdp-step-8"
 
-// fsdpGoldenStepper is the GPT-2 fixture's FSDP stepper over a 1 × 8 mesh (traced only: the
-// runtime has one device).
+// fsdpGoldenStepper is the golden stepper over a 1 × 8 fsdp mesh.
 func fsdpGoldenStepper(t *testing.T) *Stepper {
-	t.Helper()
-	rt := openGo(t)
-	m, err := models.Load(context.Background(), rt, fixtureDir("gpt2-tiny"), models.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := DefaultAdamW()
-	opt.WeightDecay = 0.01
-	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: goldenReplicas, FSDP: &FSDP{Data: 1, Shard: goldenReplicas}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return goldenStepperWith(t, &FSDP{Data: 1, Shard: goldenReplicas})
 }
 
 // checkFSDPStep verifies a parsed FSDPStableHLO of s: an AutoSharding module over the mesh with

@@ -162,7 +162,11 @@ func checkReplicatedStep(m *xla.HLOModule, s *Stepper, n int) (stepSummary, erro
 	return sum, nil
 }
 
-func goldenStepper(t *testing.T) *Stepper {
+func goldenStepper(t *testing.T) *Stepper { return goldenStepperWith(t, nil) }
+
+// goldenStepperWith is the golden programs' stepper (GPT-2 fixture, goldenReplicas, AdamW with
+// weight decay), sharded with fsdp when it is not nil; traced only: the runtime has one device.
+func goldenStepperWith(t *testing.T, fsdp *FSDP) *Stepper {
 	t.Helper()
 	rt := openGo(t)
 	m, err := models.Load(context.Background(), rt, fixtureDir("gpt2-tiny"), models.LoadOptions{})
@@ -171,7 +175,7 @@ func goldenStepper(t *testing.T) *Stepper {
 	}
 	opt := DefaultAdamW()
 	opt.WeightDecay = 0.01 // exercises HF's decay groups in the update
-	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: goldenReplicas})
+	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: goldenReplicas, FSDP: fsdp})
 	if err != nil {
 		t.Fatal(err)
 	}
