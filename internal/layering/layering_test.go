@@ -13,10 +13,11 @@ const module = "github.com/gotpu/gotpu/"
 // may import everything: those are entry points.
 var allowed = map[string][]string{
 	"internal":     {},
+	"hub":          {"internal"},
 	"xla":          {"internal"},
-	"data":         {"internal"},
+	"data":         {"internal", "hub"},
 	"checkpoint":   {"internal"},
-	"models":       {"xla", "internal"},
+	"models":       {"xla", "internal", "hub"},
 	"trainer/step": {"models", "data", "xla", "internal"},
 	"trainer":      {"trainer/step", "checkpoint", "models", "data", "xla", "internal"},
 }

@@ -1,0 +1,306 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/gotpu/gotpu/internal/atomicfile"
+	"github.com/gotpu/gotpu/internal/progress"
+)
+
+// Download returns the path of filename at repo's revision in the cache, downloading it first
+// if needed: huggingface_hub's hf_hub_download. The path is snapshots/<commit>/<filename>, a
+// relative symlink to blobs/<etag>.
+//
+// Online it asks the Hub for the file's commit, etag and size (HEAD), records the revision's
+// commit under refs/, and links an existing blob of the right size or downloads it (resuming a
+// .incomplete file, verifying size and hash, under a per-blob lock). A revision that is a
+// commit whose file is already linked needs no request at all. Offline, or when the Hub cannot
+// be reached, the file is looked up through refs/ and snapshots/; a missing one is
+// ErrNotCached.
+func (c *Client) Download(ctx context.Context, repo Repo, filename string) (string, error) {
+	return c.download(ctx, repo, filename, c.cfg.Progress)
+}
+
+// download is Download with the progress writer chosen by the caller (Snapshot draws its own
+// bar and gives nil).
+func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io.Writer) (string, error) {
+	if err := repo.validate(); err != nil {
+		return "", err
+	}
+	repo = repo.normalized()
+	if err := validRepoPath(filename); err != nil {
+		return "", fmt.Errorf("hub: %s: %w", repo.describe(), err)
+	}
+	if c.cfg.Offline {
+		return c.cachedFile(repo, filename, errOffline)
+	}
+	rc := c.repoCache(repo)
+	if isCommit(repo.Revision) {
+		// A commit never changes: a linked file is the file (huggingface_hub's shortcut).
+		if p := rc.pointerPath(repo.Revision, filename); exists(p) {
+			return p, nil
+		}
+	}
+	meta, missingAt, err := c.headFile(ctx, repo, filename)
+	if err != nil {
+		if errors.Is(err, ErrEntryNotFound) && missingAt != "" {
+			c.recordMissing(rc, repo, filename, missingAt)
+		}
+		if fallbackOK(ctx, err) {
+			c.log.Warn("hub: cannot get the file's metadata from the Hub; looking in the cache",
+				"repo", repo.ID, "revision", repo.Revision, "file", filename, "err", err)
+			return c.cachedFile(repo, filename, err)
+		}
+		return "", err
+	}
+	if !sizeIs(rc.blobPath(meta.etag), meta.size) {
+		if err := c.fetchLocked(ctx, rc, repo, filename, meta, pw); err != nil {
+			return "", err
+		}
+	}
+	p, err := rc.link(meta.commit, filename, meta.etag)
+	if err != nil {
+		return "", err
+	}
+	// The ref is written once the file is in place, so a failed download leaves no trace in
+	// refs/ or snapshots/.
+	if err := rc.writeRef(repo.Revision, meta.commit); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// recordMissing writes the .no_exist marker and the ref for a file the Hub said is missing at
+// commit. Failing to record it only costs a request later, so it is logged, not returned.
+func (c *Client) recordMissing(rc repoCache, repo Repo, filename, commit string) {
+	if err := rc.markNoExist(commit, filename); err != nil {
+		c.log.Warn("hub: cannot record a missing file", "file", filename, "err", err)
+	}
+	if err := rc.writeRef(repo.Revision, commit); err != nil {
+		c.log.Warn("hub: cannot record a revision", "revision", repo.Revision, "err", err)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// sizeIs reports whether p is a regular file (through links) of exactly size bytes.
+func sizeIs(p string, size int64) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Size() == size
+}
+
+// fetchLocked downloads the blob of meta under its lock, unless another process or goroutine
+// completed it while this one waited. A blob of the wrong size (truncated by hand, a crash of
+// a tool that does not rename atomically) is replaced.
+func (c *Client) fetchLocked(ctx context.Context, rc repoCache, repo Repo, filename string, meta fileMeta, pw io.Writer) error {
+	if err := atomicfile.MkdirAll(filepath.Dir(rc.blobPath(meta.etag))); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	unlock, err := lockFile(ctx, rc.lockPath(meta.etag))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	blob := rc.blobPath(meta.etag)
+	st, err := os.Stat(blob)
+	switch {
+	case err == nil && st.Mode().IsRegular() && st.Size() == meta.size:
+		return nil
+	case err == nil:
+		c.log.Warn("hub: replacing a cached blob of the wrong size",
+			"err", fmt.Errorf("%w: %s has %d bytes, the Hub announces %d", ErrCorrupt, blob, st.Size(), meta.size))
+		if err := os.Remove(blob); err != nil {
+			return fmt.Errorf("hub: removing a corrupt blob: %w", err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("hub: %w", err)
+	}
+	return c.fetchBlob(ctx, rc, repo, filename, meta, pw)
+}
+
+// fetchBlob downloads meta's blob into blobs/<etag>.incomplete, resuming from what is already
+// there, verifies its size and hash, and renames it to blobs/<etag>. The caller holds the lock.
+func (c *Client) fetchBlob(ctx context.Context, rc repoCache, repo Repo, filename string, meta fileMeta, pw io.Writer) (err error) {
+	what := fmt.Sprintf("%s file %q", repo.describe(), filename)
+	blob := rc.blobPath(meta.etag)
+	inc := blob + ".incomplete"
+	f, err := os.OpenFile(inc, os.O_RDWR|os.O_CREATE, atomicfile.FileMode)
+	if err != nil {
+		return fmt.Errorf("hub: %s: %w", what, err)
+	}
+	discard := false // the partial file is wrong, not just short: remove it
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if discard {
+			os.Remove(inc)
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("hub: %s: %w", what, err)
+	}
+	have := st.Size()
+	if have > meta.size {
+		c.log.Warn("hub: partial download longer than the file; restarting", "file", inc, "size", have, "want", meta.size)
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("hub: %s: %w", what, err)
+		}
+		have = 0
+	}
+	v := newVerifier(meta.etag, meta.size)
+	if have > 0 {
+		// The hash covers the whole file: feed it the part a previous run wrote.
+		if _, err := io.Copy(v, ctxReader{ctx, io.NewSectionReader(f, 0, have)}); err != nil {
+			return fmt.Errorf("hub: %s: hashing the partial download %s: %w", what, inc, err)
+		}
+	}
+	if have < meta.size {
+		n, corrupt, err := c.receive(ctx, f, v, meta, have, what, filename, pw)
+		have = n
+		if err != nil {
+			discard = corrupt
+			return err
+		}
+	}
+	if have != meta.size {
+		discard = true
+		return fmt.Errorf("%w: %s: received %d bytes, the Hub announced %d", ErrCorrupt, what, have, meta.size)
+	}
+	if got, ok := v.check(); !ok {
+		discard = true
+		return fmt.Errorf("%w: %s: %s of the downloaded bytes is %s, the Hub announced %s", ErrCorrupt, what, v.kind, got, meta.etag)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("hub: %s: fsync %s: %w", what, inc, err)
+	}
+	cerr := f.Close()
+	f = nil
+	if cerr != nil {
+		return fmt.Errorf("hub: %s: closing %s: %w", what, inc, cerr)
+	}
+	if err := atomicfile.Rename(inc, blob); err != nil {
+		return fmt.Errorf("hub: %s: %w", what, err)
+	}
+	return nil
+}
+
+// receive GETs the bytes of meta from offset have on and appends them to f and v. It returns
+// the file's new length; corrupt says the partial file must be discarded (the server sent more
+// than announced, or data that cannot be appended). A connection that breaks leaves the bytes
+// received so far in f for the next attempt.
+func (c *Client) receive(ctx context.Context, f *os.File, v *verifier, meta fileMeta, have int64, what, filename string, pw io.Writer) (int64, bool, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := newIdleTimer(c.cfg.DownloadTimeout, cancel)
+	defer idle.stop()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, meta.location, nil)
+	if err != nil {
+		return have, false, fmt.Errorf("hub: %s: %w", what, err)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return have, false, c.receiveError(ctx, what, have, f.Name(), stripURL(err))
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		if err := checkContentRange(resp.Header.Get("Content-Range"), have, meta.size); err != nil {
+			return have, false, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
+		}
+	case resp.StatusCode == http.StatusOK:
+		if have > 0 {
+			// The server ignored the Range: it sends the whole file, so start over.
+			c.log.Warn("hub: server ignored the resume request; restarting the download", "file", filename, "had", have)
+			if err := f.Truncate(0); err != nil {
+				return have, false, fmt.Errorf("hub: %s: %w", what, err)
+			}
+			have = 0
+			v.reset()
+		}
+	case resp.StatusCode >= 400:
+		return have, false, httpError(resp, what)
+	default:
+		return have, false, fmt.Errorf("hub: %s: unexpected HTTP status %d for a download", what, resp.StatusCode)
+	}
+	remaining := meta.size - have
+	if resp.ContentLength > remaining {
+		return have, true, fmt.Errorf("%w: %s: the server announces %d bytes, %d expected", ErrCorrupt, what, resp.ContentLength, remaining)
+	}
+	if _, err := f.Seek(have, io.SeekStart); err != nil {
+		return have, false, fmt.Errorf("hub: %s: %w", what, err)
+	}
+	var bar *progress.Bar
+	if pw != nil {
+		bar = progress.NewWithOptions(pw, progress.Options{Total: meta.size, Initial: have, Terminal: progress.IsTerminal(pw)})
+		bar.SetPostfix(filename)
+		defer bar.Close()
+	}
+	// One byte more than expected is read, so that a server sending too much is caught.
+	body := &countingReader{r: io.LimitReader(resp.Body, remaining+1), idle: idle, bar: bar}
+	n, err := io.CopyBuffer(io.MultiWriter(f, v), body, make([]byte, 256<<10))
+	have += n
+	if n > remaining {
+		return have, true, fmt.Errorf("%w: %s: the server sent more than the %d bytes announced", ErrCorrupt, what, meta.size)
+	}
+	if err != nil {
+		return have, false, c.receiveError(ctx, what, have, f.Name(), err)
+	}
+	return have, false, nil
+}
+
+// receiveError explains a failed transfer: a stall past DownloadTimeout is named as such, and
+// the partial file kept for resuming is mentioned.
+func (c *Client) receiveError(ctx context.Context, what string, have int64, partial string, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+		err = fmt.Errorf("%w (%v)", cause, c.cfg.DownloadTimeout)
+	}
+	return fmt.Errorf("hub: downloading %s: %w (%d bytes kept in %s for resuming)", what, err, have, partial)
+}
+
+// ctxReader stops a long local read (hashing a large partial file or blob) when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// countingReader feeds the idle timer and the progress bar as bytes arrive.
+type countingReader struct {
+	r    io.Reader
+	idle *idleTimer
+	bar  *progress.Bar
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.idle.touch()
+		if r.bar != nil {
+			r.bar.Add(int64(n))
+		}
+	}
+	return n, err
+}
