@@ -65,6 +65,7 @@ bench: bench-pytorch
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench FSDPvsDataParallel -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
+	$(GO) test -run '^$$' -bench StreamParquet3GB -benchtime 1x -timeout 30m ./data
 	$(GO) test -run '^$$' -bench PipelineOverlap -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer

@@ -10,6 +10,19 @@
 // field, before the line is decoded. Examples use HF's column names (input_ids,
 // attention_mask, token_type_ids, labels).
 //
+// Datasets larger than RAM live on disk, as HF datasets keeps its Arrow cache. A TokenStore is
+// written once by a TokenStoreBuilder (rows streamed from data/table's Parquet, Arrow, CSV or
+// JSON scans, or from anything else) into one file of versioned, checksummed little-endian
+// records, and keeps only where each record starts (8 bytes an example); Get reads one record
+// with one ReadAt, so memory is bounded by the batches in flight, not the dataset. GroupTexts'
+// TokenBlocks hold up to GroupOptions.MaxMemoryTokens (64 Mi by default) in memory and spill the
+// whole token stream to a file past that, with the same blocks bit for bit. Both files are
+// unlinked as soon as they are created where the OS allows (a crash leaves nothing behind) and
+// removed by Close. Bad rows (empty, longer than StoreOptions.MaxSeqLength, arrays of unequal
+// lengths) are refused as they are added, naming the source, the row and the field; a truncated
+// or altered file is an error naming the row, found from the record's length and checksum before
+// anything is allocated from it. Get on either is safe from any number of goroutines.
+//
 // Sampling is deterministic: the order of an epoch depends only on the seed and the epoch, and
 // global batch b of epoch e is the same on any number of devices and hosts; each replica takes a
 // contiguous, disjoint shard of it (Shard). A last incomplete batch is completed from the start of

@@ -165,25 +165,41 @@ func trimSpace(b []byte) []byte {
 }
 
 // TokenBlocks is a causal-LM dataset of fixed-length token blocks (HF run_clm's group_texts
-// output), held as one flat array.
+// output): one flat token stream, block i its tokens [i*BlockSize, (i+1)*BlockSize), held in
+// memory or, past GroupOptions.MaxMemoryTokens, in a spill file read with ReadAt (blockspill.go).
+// Get may be called concurrently; Close removes a spill file.
 type TokenBlocks struct {
 	BlockSize int
-	tokens    []int32
+	tokens    []int32     // the stream, while it is in memory
+	spill     *blockSpill // the stream, once spilled (tokens is then nil)
 }
 
 // Len implements Dataset.
-func (b *TokenBlocks) Len() int { return len(b.tokens) / b.BlockSize }
+func (b *TokenBlocks) Len() int { return b.Tokens() / b.BlockSize }
 
-// Get implements Dataset: block i as input_ids (labels are the input ids).
+// Get implements Dataset: block i as input_ids (labels are the input ids). In memory the ids
+// share the blocks' array (read-only); spilled they are read into a new one.
 func (b *TokenBlocks) Get(i int) (Example, error) {
 	if i < 0 || i >= b.Len() {
 		return Example{}, fmt.Errorf("data: block %d out of range [0,%d)", i, b.Len())
+	}
+	if b.spill != nil {
+		ids := make([]int32, b.BlockSize)
+		if err := b.spill.read(ids, int64(i)*int64(b.BlockSize)); err != nil {
+			return Example{}, fmt.Errorf("data: block %d: %w", i, err)
+		}
+		return Example{InputIDs: ids}, nil
 	}
 	return Example{InputIDs: b.tokens[i*b.BlockSize : (i+1)*b.BlockSize : (i+1)*b.BlockSize]}, nil
 }
 
 // Tokens is the number of tokens in all blocks.
-func (b *TokenBlocks) Tokens() int { return len(b.tokens) }
+func (b *TokenBlocks) Tokens() int {
+	if b.spill != nil {
+		return int(b.spill.tokens)
+	}
+	return len(b.tokens)
+}
 
 // groupTextsBatch is the number of documents HF's run_clm groups at a time (datasets.map's
 // default batch_size 1000): the remainder shorter than a block is dropped per group, as HF does.
@@ -192,12 +208,30 @@ const groupTextsBatch = 1000
 // GroupTexts tokenizes documents (with the tokenizer's special tokens when addSpecialTokens, HF's
 // default) and concatenates and splits them into blocks of blockSize tokens, exactly as HF
 // run_clm.py's tokenize_function + group_texts do: per group of 1000 documents, the concatenated
-// tokens are cut to a multiple of blockSize and split. Documents are encoded on all cores.
+// tokens are cut to a multiple of blockSize and split. Documents are encoded on all cores. It is
+// GroupTextsWith(DefaultGroupOptions()): past 64 Mi kept tokens the blocks spill to os.TempDir();
+// Close the result to remove the file.
 func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool) (*TokenBlocks, error) {
+	return GroupTextsWith(ctx, tok, docs, blockSize, addSpecialTokens, DefaultGroupOptions())
+}
+
+// GroupTextsWith is GroupTexts with the memory it holds bounded by opts: once the kept tokens
+// would exceed opts.MaxMemoryTokens they are appended, in the same order, to a file in opts.Dir,
+// and Get reads blocks from it; the blocks are the same bit for bit. Memory then holds one group
+// of 1000 documents' tokens at a time. Close the result to remove the file.
+func GroupTextsWith(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool, opts GroupOptions) (_ *TokenBlocks, err error) {
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("data: block_size %d is not positive", blockSize)
 	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	out := &TokenBlocks{BlockSize: blockSize}
+	defer func() {
+		if err != nil {
+			_ = out.Close() // the error is the one to report; the spill file goes either way
+		}
+	}()
 	batch := make([]tokenizer.Input, 0, groupTextsBatch)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -213,7 +247,9 @@ func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, bl
 				concat = append(concat, int32(id))
 			}
 		}
-		out.tokens = append(out.tokens, concat[:len(concat)/blockSize*blockSize]...)
+		if err := out.keep(concat[:len(concat)/blockSize*blockSize], opts); err != nil {
+			return err
+		}
 		batch = batch[:0]
 		return nil
 	}
@@ -230,6 +266,11 @@ func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, bl
 	}
 	if err := flush(); err != nil {
 		return nil, err
+	}
+	if out.spill != nil {
+		if err := out.spill.finish(); err != nil {
+			return nil, err
+		}
 	}
 	if out.Len() == 0 {
 		return nil, fmt.Errorf("data: the texts hold fewer than block_size = %d tokens per group of %d documents", blockSize, groupTextsBatch)
