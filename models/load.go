@@ -34,12 +34,18 @@ func Supported() map[string][]string {
 // ErrUnsupported is wrapped by Load's error for a model_type or architecture gotpu does not build.
 var ErrUnsupported = fmt.Errorf("unsupported model")
 
-// Load reads an HF model directory: config.json picks the architecture (model_type, then the first
+// Load reads an HF model directory — or, for a Hub repo id such as "openai-community/gpt2", the
+// snapshot ResolvePretrained fetches into the shared Hugging Face cache (opts.Hub, opts.Revision;
+// a local directory of the same spelling wins, as in transformers): config.json picks the architecture (model_type, then the first
 // of "architectures"), and the weights come from model.safetensors or its shards. Anything else
 // (another model type or head, pickle-only weights, missing/unexpected tensors, shape mismatches)
 // is an error naming the file and the field or tensor. opts.DType "" gives float32 variables.
-func Load(ctx stdctx.Context, rt *xla.Runtime, dir string, opts LoadOptions) (m Model, err error) {
+func Load(ctx stdctx.Context, rt *xla.Runtime, nameOrPath string, opts LoadOptions) (m Model, err error) {
 	defer xla.Recover(&err, "models.Load")
+	dir, err := ResolvePretrained(ctx, nameOrPath, HubOptions{Hub: opts.Hub, Revision: opts.Revision})
+	if err != nil {
+		return nil, err
+	}
 	cfgPath := filepath.Join(dir, core.ConfigFile)
 	raw, err := core.ReadRawConfig(cfgPath)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/gotpu/gotpu/hub"
 )
 
 // Batch is one batch of model inputs as graph nodes, HF argument names. Nil means absent.
@@ -105,6 +107,11 @@ type LoadOptions struct {
 	// default, and float32 master weights for a bf16/f16 file); "auto" keeps the file's dtype
 	// (torch_dtype="auto"); "bfloat16" or "float16" convert to that.
 	DType string
+	// Hub fetches a model named by a Hub repo id (org/name) into the shared Hugging Face cache;
+	// nil: a client configured from the environment. A local directory never touches it.
+	Hub *hub.Client
+	// Revision of a repo id: a branch, tag or commit ("" = "main"; an "@rev" in the id wins).
+	Revision string
 }
 
 // ParseSize reads a size the way transformers' convert_file_size_to_int does: an integer number of

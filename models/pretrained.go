@@ -1,0 +1,161 @@
+package models
+
+import (
+	stdctx "context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gotpu/gotpu/hub"
+	"github.com/gotpu/gotpu/models/internal/core"
+)
+
+// maxIndexBytes bounds model.safetensors.index.json read from the Hub (Llama 3 405B's is ~100 KB).
+const maxIndexBytes = 16 << 20
+
+// ResolvePretrained returns the local directory that holds nameOrPath, as transformers'
+// from_pretrained finds it: an existing directory wins (even when its name is also a valid repo
+// id); otherwise nameOrPath is a Hub repo id ("org/name", optionally "@revision", which overrides
+// opts.Revision) whose config.json, generation_config.json (when the repo has one) and
+// safetensors weights — model.safetensors, or model.safetensors.index.json and every shard it
+// lists — are taken from the shared Hugging Face cache, downloading what is missing. The result
+// is the cache's snapshots/<commit> directory, which Load reads like any model directory.
+//
+// opts.Hub nil means a client configured from the environment (HF_ENDPOINT, HF_HUB_CACHE,
+// HF_HOME, HF_TOKEN, HF_HUB_OFFLINE), as huggingface_hub reads it.
+func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (string, error) {
+	if st, err := os.Stat(nameOrPath); err == nil {
+		if !st.IsDir() {
+			return "", fmt.Errorf("%s: a model is a directory holding config.json and model.safetensors, not a file", nameOrPath)
+		}
+		return nameOrPath, nil
+	}
+	if !hub.LooksLikeRepoID(nameOrPath) {
+		return "", fmt.Errorf("%s: no such directory, and not a Hugging Face repo id (org/name)", nameOrPath)
+	}
+	repo, err := hub.ParseRepo(nameOrPath, hub.ModelRepo)
+	if err != nil {
+		return "", err
+	}
+	if repo.Revision == "" {
+		repo.Revision = opts.Revision
+	}
+	c := opts.Hub
+	if c == nil {
+		cfg, err := hub.ConfigFromEnv(os.Getenv)
+		if err != nil {
+			return "", err
+		}
+		if c, err = hub.New(cfg); err != nil {
+			return "", err
+		}
+	}
+	cfgPath, err := c.Download(ctx, repo, core.ConfigFile)
+	if err != nil {
+		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+	}
+	dir := filepath.Dir(cfgPath)
+	if _, err := c.Download(ctx, repo, core.GenerationFile); err != nil && !errors.Is(err, hub.ErrEntryNotFound) {
+		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+	}
+	// From here on the files must come from the commit config.json came from, even if the
+	// branch moves while the shards download.
+	if commit := filepath.Base(dir); isCommitHash(commit) {
+		repo.Revision = commit
+	}
+	_, err = c.Download(ctx, repo, core.WeightsFile)
+	if err == nil {
+		return dir, nil
+	}
+	if !errors.Is(err, hub.ErrEntryNotFound) {
+		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+	}
+	indexPath, err := c.Download(ctx, repo, core.WeightsIndex)
+	if errors.Is(err, hub.ErrEntryNotFound) {
+		return "", noSafetensors(ctx, c, repo)
+	}
+	if err != nil {
+		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+	}
+	shards, err := indexShards(indexPath)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range shards {
+		if _, err := c.Download(ctx, repo, s); err != nil {
+			return "", fmt.Errorf("model %s: shard listed by %s: %w", nameOrPath, core.WeightsIndex, err)
+		}
+	}
+	return dir, nil
+}
+
+// HubOptions say where ResolvePretrained (and Load, for a repo id) fetches from.
+type HubOptions struct {
+	// Hub is the client; nil: one configured from the environment.
+	Hub *hub.Client
+	// Revision is a branch, tag or commit ("" = "main"); an "@rev" in the id wins.
+	Revision string
+}
+
+// indexShards reads the shard file names of model.safetensors.index.json, refusing any that is not
+// a plain file name (an index must never make gotpu fetch or read outside the model directory).
+func indexShards(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > maxIndexBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d an index may have", path, st.Size(), maxIndexBytes)
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.NewDecoder(f).Decode(&idx); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("%s: field \"weight_map\" is missing or empty", path)
+	}
+	var shards []string
+	for _, s := range idx.WeightMap {
+		if s == "" || s != filepath.Base(s) || s == "." || s == ".." || strings.ContainsAny(s, `/\`) {
+			return nil, fmt.Errorf("%s: weight_map names shard %q, which is not a file name in the model directory", path, s)
+		}
+		if !slices.Contains(shards, s) {
+			shards = append(shards, s)
+		}
+	}
+	slices.Sort(shards)
+	return shards, nil
+}
+
+// noSafetensors is the error for a repo without safetensors weights, naming the pickle file it has
+// instead when there is one.
+func noSafetensors(ctx stdctx.Context, c *hub.Client, repo hub.Repo) error {
+	for _, p := range []string{"pytorch_model.bin", "pytorch_model.bin.index.json"} {
+		if ok, err := c.FileExists(ctx, repo, p); err == nil && ok {
+			return fmt.Errorf("model %s: %w (%s): gotpu reads only safetensors (%s or %s), because loading a pickle can run "+
+				"arbitrary code; use a revision with safetensors weights (the Hub's refs/pr/N from its conversion bot often has "+
+				"them) or convert it once: model.save_pretrained(dir, safe_serialization=True)", repo.ID, core.ErrPickle, p,
+				core.WeightsFile, core.WeightsIndex)
+		}
+	}
+	return fmt.Errorf("model %s: the repo has neither %s nor %s: %w", repo.ID, core.WeightsFile, core.WeightsIndex, hub.ErrEntryNotFound)
+}
+
+func isCommitHash(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
+}
