@@ -208,12 +208,17 @@ type ModelDataArguments struct {
 	TrustRemoteCode  *bool   `json:"trust_remote_code"`
 	// TorchDtype: "auto", "bfloat16", "float16" or "float32" (5.x scripts call it dtype; that
 	// name is accepted as an alias).
-	TorchDtype                *string  `json:"torch_dtype"`
-	LowCPUMemUsage            *bool    `json:"low_cpu_mem_usage"`
-	IgnoreMismatchedSizes     *bool    `json:"ignore_mismatched_sizes"`
-	TaskName                  *string  `json:"task_name"`
-	DatasetName               *string  `json:"dataset_name"`
-	DatasetConfigName         *string  `json:"dataset_config_name"`
+	TorchDtype            *string `json:"torch_dtype"`
+	LowCPUMemUsage        *bool   `json:"low_cpu_mem_usage"`
+	IgnoreMismatchedSizes *bool   `json:"ignore_mismatched_sizes"`
+	TaskName              *string `json:"task_name"`
+	DatasetName           *string `json:"dataset_name"`
+	DatasetConfigName     *string `json:"dataset_config_name"`
+	// TrainSplit and ValidationSplit pick the splits of --dataset_name (TRL's
+	// dataset_train_split / dataset_test_split are accepted as aliases); nil: "train", and
+	// "validation" when the dataset has one.
+	TrainSplit                *string  `json:"train_split"`
+	ValidationSplit           *string  `json:"validation_split"`
 	TrainFile                 *string  `json:"train_file"`
 	ValidationFile            *string  `json:"validation_file"`
 	TestFile                  *string  `json:"test_file"`

@@ -100,6 +100,9 @@ func (a *TrainingArguments) RegisterFlags(fs *flag.FlagSet) {
 func (m *ModelDataArguments) RegisterFlags(fs *flag.FlagSet) {
 	registerStructFlags(fs, reflect.ValueOf(m).Elem(), modelDataArgsMeta, nil)
 	fs.Var(fs.Lookup("torch_dtype").Value, "dtype", "alias of --torch_dtype")
+	fs.Var(fs.Lookup("model_revision").Value, "revision", "alias of --model_revision")
+	fs.Var(fs.Lookup("train_split").Value, "dataset_train_split", "alias of --train_split (TRL's name)")
+	fs.Var(fs.Lookup("validation_split").Value, "dataset_test_split", "alias of --validation_split (TRL's name)")
 }
 
 // RegisterUnsupportedFlags registers a flag for every Hugging Face field gotpu does not

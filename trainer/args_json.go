@@ -56,7 +56,15 @@ var (
 )
 
 // modelDataAliases maps other spellings of model/data arguments to the field name.
-var modelDataAliases = map[string]string{"dtype": "torch_dtype"}
+//
+// revision is `hf download`'s and from_pretrained's name for model_revision; dataset_train_split
+// and dataset_test_split are TRL's ScriptArguments names for the splits.
+var modelDataAliases = map[string]string{
+	"dtype":               "torch_dtype",
+	"revision":            "model_revision",
+	"dataset_train_split": "train_split",
+	"dataset_test_split":  "validation_split",
+}
 
 // LoadTrainingArguments reads an argument file: a TrainingArguments dump (to_json_string or
 // to_dict) or the JSON a user passes to an HfArgumentParser script. See

@@ -1,5 +1,8 @@
 // Command gotpu is the command-line face of the gotpu library: list devices, train, evaluate,
-// score, generate and tokenize with Hugging Face style flags (`--learning_rate 3e-4`).
+// score, generate, tokenize, plan and download with Hugging Face style flags
+// (`--learning_rate 3e-4`). Wherever a model, tokenizer or dataset is named, a Hub repo id
+// ("org/name", "org/name@rev") works as well as a local path, through the Hugging Face cache
+// shared with Python (package hub; HF_HUB_OFFLINE=1 keeps it off the network).
 //
 // Usage:
 //

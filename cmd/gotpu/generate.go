@@ -28,7 +28,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var dev deviceFlags
 	dev.register(fs)
 	def := models.DefaultGenerateOptions()
-	model := fs.String("model", "", "Hugging Face model directory of a causal LM")
+	model := fs.String("model", "", "Hugging Face model directory of a causal LM, or a Hub repo id")
 	promptIDs := fs.String("prompt_ids", "", `prompt token ids, separated by commas or spaces ("15496, 11")`)
 	prompt := fs.String("prompt", "", "prompt text (needs the model's tokenizer)")
 	maxNew := fs.Int("max_new_tokens", def.MaxNewTokens, "tokens to generate at most")
@@ -40,6 +40,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seed := fs.Uint64("seed", 0, "seed of the sampling stream")
 	eos := fs.String("eos_token_id", "", `stop tokens, comma-separated ("" = generation_config.json's or config.json's; "none" = never stop)`)
 	dtype := fs.String("dtype", "", `variables' dtype: float32 (default), bfloat16, or "auto" (as stored)`)
+	revision := fs.String("revision", "", "branch, tag or commit of a Hub repo id given as --model (default main)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args, stderr, "--model DIR --prompt_ids IDS [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
 		return err
@@ -50,6 +51,11 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *model == "" {
 		return cli.UsageError("--model is required")
 	}
+	dir, err := resolveModelFlag(ctx, *model, *revision, stderr)
+	if err != nil {
+		return err
+	}
+	model = &dir
 	if *prompt != "" {
 		return cli.UsageError("--prompt needs a tokenizer, which gotpu cannot load yet; pass token ids with --prompt_ids")
 	}

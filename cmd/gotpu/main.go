@@ -32,6 +32,7 @@ func commands() []command {
 		{"eval", "evaluate a Hugging Face model on a validation file", runEval},
 		{"tokenize", "encode or decode JSON lines with a Hugging Face tokenizer.json", runTokenize},
 		{"plan", "plan a run's memory per device on TPU and GPU targets, with or without FSDP", runPlan},
+		{"download", "download a Hugging Face Hub repo (or some of its files) into the shared HF cache", runDownload},
 	}
 }
 

@@ -28,10 +28,11 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("score")
 	var dev deviceFlags
 	dev.register(fs)
-	model := fs.String("model", "", "Hugging Face model directory (config.json + model.safetensors or shards)")
+	model := fs.String("model", "", "Hugging Face model directory (config.json + model.safetensors or shards), or a Hub repo id")
 	input := fs.String("input", "-", `JSON-lines file of examples ("-": standard input)`)
 	logits := fs.String("logits", "", "also write every example's logits to this safetensors file")
 	dtype := fs.String("dtype", "", `variables' dtype: float32 (default), bfloat16, or "auto" (as stored)`)
+	revision := fs.String("revision", "", "branch, tag or commit of a Hub repo id given as --model (default main)")
 	if err := parse(fs, args, stderr, "--model DIR [--input FILE] [--logits FILE] [--dtype D] [--device D]"); err != nil {
 		return err
 	}
@@ -41,6 +42,11 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *model == "" {
 		return cli.UsageError("--model is required")
 	}
+	dir, err := resolveModelFlag(ctx, *model, *revision, stderr)
+	if err != nil {
+		return err
+	}
+	model = &dir
 	// Scoring reads all of its input before the first example runs: a read of a pipe that is slow
 	// or never closed must end when ctx does.
 	var in io.Reader = newCancelableReader(ctx, os.Stdin)

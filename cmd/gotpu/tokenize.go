@@ -18,7 +18,7 @@ import (
 // `{"text": ...}`. Errors name the input line.
 func runTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tokenize")
-	path := fs.String("tokenizer", "", "tokenizer.json file, or a directory holding one (a Hugging Face model directory)")
+	path := fs.String("tokenizer", "", "tokenizer.json file, or a directory holding one (a Hugging Face model directory), or a Hub repo id")
 	special := fs.Bool("add_special_tokens", false, "add the post-processor's special tokens ([CLS] ... [SEP], <s>, ...)")
 	pair := fs.Bool("pair", false, `encode "text" with "text_pair" as a pair`)
 	decode := fs.Bool("decode", false, `decode {"ids": [...]} lines to {"text": ...}`)
@@ -32,7 +32,15 @@ func runTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	tok, err := tokenizer.FromFile(*path)
+	var opts0 tokenizer.HubOptions
+	if !isLocal(*path) {
+		c, err := newHubClient(hubFlags{}, stderr)
+		if err != nil {
+			return err
+		}
+		opts0.Hub = c
+	}
+	tok, err := tokenizer.FromPretrained(ctx, *path, opts0)
 	if err != nil {
 		return err
 	}

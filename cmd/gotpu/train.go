@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
@@ -30,6 +32,25 @@ type runArgs struct {
 	pluginPath string
 	// goBackend is --go_backend, likewise a property of the machine rather than of the run.
 	goBackend string
+	// stderr gets the Hub's download progress bars (drawn only on a terminal).
+	stderr io.Writer
+	// hubc is the Hub client, made on first use (hub): a run that names only local paths never
+	// reads the Hub's settings.
+	hubc *hub.Client
+}
+
+// hub returns the run's Hub client: the environment as huggingface_hub reads it (HF_ENDPOINT,
+// HF_HUB_CACHE, HF_HOME, HF_TOKEN, HF_HUB_OFFLINE), with --cache_dir and --token over it.
+func (r *runArgs) hub() (*hub.Client, error) {
+	if r.hubc != nil {
+		return r.hubc, nil
+	}
+	c, err := newHubClient(hubFlags{cacheDir: stringOr(r.md.CacheDir, ""), token: stringOr(r.md.Token, "")}, r.stderr)
+	if err != nil {
+		return nil, err
+	}
+	r.hubc = c
+	return c, nil
 }
 
 // parseRunArgs registers every HF flag, parses, and merges flags over --args.
@@ -50,7 +71,7 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	if fs.NArg() > 0 {
 		return nil, cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend}
+	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend, stderr: stderr}
 	if *argsFile != "" {
 		a, md, err := trainer.LoadTrainingArguments(*argsFile)
 		if err != nil {
@@ -93,101 +114,160 @@ func (r *runArgs) openModel(ctx context.Context) (*xla.Runtime, models.Model, er
 
 func (r *runArgs) loadModel(ctx context.Context, rt *xla.Runtime) (models.Model, error) {
 	if r.md.ModelNameOrPath == nil || *r.md.ModelNameOrPath == "" {
-		return nil, cli.UsageError("--model_name_or_path: required (a Hugging Face model directory)")
+		return nil, cli.UsageError("--model_name_or_path: required (a Hugging Face model directory or Hub repo id)")
 	}
-	opts := models.LoadOptions{}
+	opts := models.LoadOptions{Revision: stringOr(r.md.ModelRevision, "")}
 	if r.md.TorchDtype != nil {
 		opts.DType = *r.md.TorchDtype
+	}
+	if !isLocal(*r.md.ModelNameOrPath) {
+		c, err := r.hub()
+		if err != nil {
+			return nil, err
+		}
+		opts.Hub = c
 	}
 	return models.Load(ctx, rt, *r.md.ModelNameOrPath, opts)
 }
 
-// openDataset opens a data file the way HF's run_clm.py / run_glue.py would prepare it:
-//   - pre-tokenized JSON lines ({"input_ids": [...], ...}: what HF datasets store after
-//     tokenization) are used as they are;
-//   - for a causal LM, text (a .txt file, one document per line, or JSON lines with
-//     --text_column_name, default "text") is tokenized and grouped into --block_size blocks;
+// openDataset opens a split the way HF's run_clm.py / run_glue.py would prepare it:
+//   - pre-tokenized rows ({"input_ids": [...], ...}: what HF datasets store after tokenization)
+//     are used as they are: JSON lines indexed in place, other formats (Parquet, Arrow, CSV, a
+//     JSON array) streamed into a disk-backed token store;
+//   - for a causal LM, text (a .txt file, one document per line, or --text_column_name of JSON
+//     lines or a table: default "text", else a table's first column) is tokenized and grouped
+//     into --block_size blocks;
 //   - for a classifier, JSON lines with --text_column_name (default "sentence"), an optional
 //     second text column (--text_column_names "a,b") and --label_column_name (default "label")
 //     are tokenized with truncation to --max_seq_length (default 128).
 //
 // labels maps classification labels to ids; the training file defines it (nil) and the
 // validation file reuses it.
-func (r *runArgs) openDataset(ctx context.Context, flagName string, path *string, maxSamples *int, model models.Model,
+func (r *runArgs) openDataset(ctx context.Context, src *dataSource, maxSamples *int, model models.Model,
 	labels map[string]int32) (data.Dataset, map[string]int32, func(), error) {
-	if path == nil || *path == "" {
+	if src == nil {
 		return nil, labels, func() {}, nil
 	}
 	var out data.Dataset
-	closeFn := func() {}
-	pretokenized, err := isPretokenized(*path)
+	var closeFn func()
+	tabular, err := isTableSource(src)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+		return nil, nil, nil, err
 	}
-	if pretokenized {
-		ds, err := data.OpenJSONLWith(*path, jsonlLimits(model))
+	if tabular {
+		ds, closeDS, err := r.openTableDataset(ctx, src, model)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
+			return nil, nil, nil, err
 		}
-		if err := ds.Validate(); err != nil {
-			ds.Close()
-			return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
-		}
-		out, closeFn = ds, func() { ds.Close() }
-	} else {
-		tok, err := r.tokenizer()
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--%s %s is text: %w", flagName, *path, err)
-		}
-		if lm, ok := model.(models.CausalLM); ok {
-			block := min(1024, lm.MaxPositions())
-			if r.md.BlockSize != nil && *r.md.BlockSize > 0 {
-				block = min(*r.md.BlockSize, lm.MaxPositions())
-			}
-			docs := data.TextLines(*path)
-			if ext := strings.ToLower(filepath.Ext(*path)); ext == ".jsonl" || ext == ".json" {
-				docs = data.JSONLTextField(*path, stringOr(r.md.TextColumnName, "text"))
-			}
-			blocks, err := data.GroupTexts(ctx, tok, docs, block, true)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
-			}
-			out = blocks
-		} else {
-			textCol, pairCol := stringOr(r.md.TextColumnName, "sentence"), ""
-			if r.md.TextColumnNames != nil && *r.md.TextColumnNames != "" {
-				cols := strings.Split(*r.md.TextColumnNames, ",")
-				textCol = cols[0]
-				if len(cols) > 1 {
-					pairCol = cols[1]
-				}
-			}
-			recs, err := data.ReadLabeledJSONL(*path, textCol, pairCol, stringOr(r.md.LabelColumnName, "label"))
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
-			}
-			if labels == nil {
-				labels, _ = data.Labels(recs)
-			}
-			maxLen := 128
-			if r.md.MaxSeqLength != nil && *r.md.MaxSeqLength > 0 {
-				maxLen = *r.md.MaxSeqLength
-			}
-			ttok, err := tok.WithTruncation(&tokenizer.Truncation{MaxLength: maxLen})
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			ds, err := data.TokenizeLabeled(ctx, ttok, recs, labels, maxLen)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("--%s: %w", flagName, err)
-			}
-			out = ds
-		}
+		out, closeFn = ds, closeDS
+	} else if out, labels, closeFn, err = r.openFileDataset(ctx, src, model, labels); err != nil {
+		return nil, nil, nil, err
 	}
 	if maxSamples != nil && *maxSamples > 0 && *maxSamples < out.Len() {
 		out = firstN{out, *maxSamples}
 	}
 	return out, labels, closeFn, nil
+}
+
+// openFileDataset reads one .jsonl/.json (JSON lines) or .txt file with the readers gotpu has
+// always had for them (see openDataset).
+func (r *runArgs) openFileDataset(ctx context.Context, src *dataSource, model models.Model,
+	labels map[string]int32) (data.Dataset, map[string]int32, func(), error) {
+	path, _ := src.single()
+	pretokenized := false
+	if stringOr(r.md.TextColumnName, "") == "" { // a named text column is tokenized even beside input_ids
+		var err error
+		if pretokenized, err = isPretokenized(path); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+		}
+	}
+	if pretokenized {
+		ds, err := data.OpenJSONLWith(path, jsonlLimits(model))
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+		}
+		if err := ds.Validate(); err != nil {
+			ds.Close()
+			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+		}
+		return ds, labels, func() { ds.Close() }, nil
+	}
+	tok, err := r.tokenizer(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s is text: %w", src.what, err)
+	}
+	if lm, ok := model.(models.CausalLM); ok {
+		docs := data.TextLines(path)
+		if ext := strings.ToLower(filepath.Ext(path)); ext == ".jsonl" || ext == ".json" {
+			docs = data.JSONLTextField(path, stringOr(r.md.TextColumnName, "text"))
+		}
+		tmp, err := os.MkdirTemp("", "gotpu-data-")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		blocks, err := r.groupTexts(ctx, tok, docs, lm, tmp)
+		if err != nil {
+			os.RemoveAll(tmp)
+			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+		}
+		return blocks, labels, func() { blocks.Close(); os.RemoveAll(tmp) }, nil
+	}
+	textCol, pairCol := stringOr(r.md.TextColumnName, "sentence"), ""
+	if r.md.TextColumnNames != nil && *r.md.TextColumnNames != "" {
+		cols := strings.Split(*r.md.TextColumnNames, ",")
+		textCol = cols[0]
+		if len(cols) > 1 {
+			pairCol = cols[1]
+		}
+	}
+	recs, err := data.ReadLabeledJSONL(path, textCol, pairCol, stringOr(r.md.LabelColumnName, "label"))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+	}
+	if labels == nil {
+		labels, _ = data.Labels(recs)
+	}
+	maxLen := 128
+	if r.md.MaxSeqLength != nil && *r.md.MaxSeqLength > 0 {
+		maxLen = *r.md.MaxSeqLength
+	}
+	ttok, err := tok.WithTruncation(&tokenizer.Truncation{MaxLength: maxLen})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ds, err := data.TokenizeLabeled(ctx, ttok, recs, labels, maxLen)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+	}
+	return ds, labels, func() {}, nil
+}
+
+// sources picks the training split (when training) and the evaluation split: --train_file and
+// --validation_file, or --dataset_name's splits (never both kinds, as run_clm refuses).
+func (r *runArgs) sources(ctx context.Context, training bool) (train, eval *dataSource, err error) {
+	byName := stringOr(r.md.DatasetName, "") != ""
+	byFile := stringOr(r.md.TrainFile, "") != "" || stringOr(r.md.ValidationFile, "") != ""
+	switch {
+	case byName && byFile:
+		return nil, nil, cli.UsageError("--dataset_name and --train_file/--validation_file both given: name the data one way")
+	case byName:
+		evalWanted := !training || r.train.EvalStrategy != "no" || r.train.DoEval
+		if train, eval, err = r.datasetSplits(ctx, training, evalWanted); err != nil {
+			return nil, nil, err
+		}
+		if !training && eval == nil {
+			return nil, nil, cli.UsageError("--dataset_name %s has no validation split: name one with --validation_split", *r.md.DatasetName)
+		}
+		return train, eval, nil
+	}
+	train, eval = fileSource("train_file", r.md.TrainFile), fileSource("validation_file", r.md.ValidationFile)
+	if training && train == nil {
+		return nil, nil, cli.UsageError("--train_file or --dataset_name: required")
+	}
+	if !training && eval == nil {
+		return nil, nil, cli.UsageError("--validation_file or --dataset_name: required")
+	}
+	return train, eval, nil
 }
 
 // jsonlLimits refuses examples longer than the model takes while the file is indexed, before a
@@ -214,17 +294,33 @@ func isPretokenized(path string) (bool, error) {
 	return slices.Contains(keys, "input_ids"), nil
 }
 
-// tokenizer loads --tokenizer_name, or the tokenizer.json of --model_name_or_path.
-func (r *runArgs) tokenizer() (*tokenizer.Pipeline, error) {
+// tokenizer loads --tokenizer_name, or the tokenizer.json of --model_name_or_path: a local file
+// or directory, or a Hub repo id (--model_revision applies to both, as in run_clm).
+func (r *runArgs) tokenizer(ctx context.Context) (*tokenizer.Pipeline, error) {
 	path := stringOr(r.md.TokenizerName, "")
 	if path == "" {
 		path = stringOr(r.md.ModelNameOrPath, "")
 	}
-	tok, err := tokenizer.FromFile(path)
+	opts := tokenizer.HubOptions{Revision: stringOr(r.md.ModelRevision, "")}
+	if !isLocal(path) {
+		c, err := r.hub()
+		if err != nil {
+			return nil, err
+		}
+		opts.Hub = c
+	}
+	tok, err := tokenizer.FromPretrained(ctx, path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("a tokenizer is needed (--tokenizer_name, or tokenizer.json in the model directory): %w", err)
 	}
 	return tok, nil
+}
+
+// isLocal tells a path that exists here (which wins over a Hub repo id of the same spelling, as in
+// transformers) from a name to look up on the Hub.
+func isLocal(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func stringOr(p *string, def string) string {
@@ -249,24 +345,25 @@ func (f firstN) Len() int { return f.n }
 // trainer.save_model() and trainer.save_state() do, writes the final model (config.json,
 // model.safetensors) and trainer_state.json to --output_dir, plus train_results.json.
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	r, err := parseRunArgs("train", args, stderr, "--model_name_or_path DIR --train_file FILE --output_dir DIR [HF TrainingArguments flags] [--args FILE.json]")
+	r, err := parseRunArgs("train", args, stderr, "--model_name_or_path DIR_OR_REPO (--train_file FILE | --dataset_name DIR_OR_REPO) --output_dir DIR [HF TrainingArguments flags] [--args FILE.json]")
 	if err != nil {
 		return err
 	}
-	if r.md.TrainFile == nil || *r.md.TrainFile == "" {
-		return cli.UsageError("--train_file: required")
+	trainSrc, evalSrc, err := r.sources(ctx, true)
+	if err != nil {
+		return err
 	}
 	rt, model, err := r.openModel(ctx)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	train, labels, closeTrain, err := r.openDataset(ctx, "train_file", r.md.TrainFile, r.md.MaxTrainSamples, model, nil)
+	train, labels, closeTrain, err := r.openDataset(ctx, trainSrc, r.md.MaxTrainSamples, model, nil)
 	if err != nil {
 		return err
 	}
 	defer closeTrain()
-	eval, _, closeEval, err := r.openDataset(ctx, "validation_file", r.md.ValidationFile, r.md.MaxEvalSamples, model, labels)
+	eval, _, closeEval, err := r.openDataset(ctx, evalSrc, r.md.MaxEvalSamples, model, labels)
 	if err != nil {
 		return err
 	}
@@ -304,19 +401,20 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // runEval implements `gotpu eval`: evaluate --model_name_or_path on --validation_file and print
 // the metrics as one JSON object (also written to output_dir/eval_results.json).
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	r, err := parseRunArgs("eval", args, stderr, "--model_name_or_path DIR --validation_file FILE.jsonl [--per_device_eval_batch_size N] [--output_dir DIR]")
+	r, err := parseRunArgs("eval", args, stderr, "--model_name_or_path DIR_OR_REPO (--validation_file FILE | --dataset_name DIR_OR_REPO) [--per_device_eval_batch_size N] [--output_dir DIR]")
 	if err != nil {
 		return err
 	}
-	if r.md.ValidationFile == nil || *r.md.ValidationFile == "" {
-		return cli.UsageError("--validation_file: required")
+	_, evalSrc, err := r.sources(ctx, false)
+	if err != nil {
+		return err
 	}
 	rt, model, err := r.openModel(ctx)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	eval, _, closeEval, err := r.openDataset(ctx, "validation_file", r.md.ValidationFile, r.md.MaxEvalSamples, model, nil)
+	eval, _, closeEval, err := r.openDataset(ctx, evalSrc, r.md.MaxEvalSamples, model, nil)
 	if err != nil {
 		return err
 	}
