@@ -8,7 +8,10 @@ import (
 	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gotpu/gotpu/hub"
+	"github.com/gotpu/gotpu/hub/hubtest"
 	"github.com/gotpu/gotpu/trainer"
 )
 
@@ -27,7 +30,9 @@ const maxParseAlloc = 64 << 20
 // service would train on: a body must not get a job accepted that would then take the process
 // down); every tokenizer reference taken must be given back; and no body may make the parser
 // allocate more than maxParseAlloc. The seed corpus is TestBadJobRequests' bodies, valid ones,
-// and the issue's out-of-memory requests (n_embd=1073741824; a batch of 10^9).
+// and the issue's out-of-memory requests (n_embd=1073741824; a batch of 10^9). Names that are
+// Hub repo ids go to an offline Hub client whose cache holds org/tiny-gpt2 (fetched from the fake
+// Hub before the run): no body makes a connection.
 //
 //	go test ./examples/service -run '^$' -fuzz FuzzParseSpec -fuzztime 60s -parallel 1
 func FuzzParseSpec(f *testing.F) {
@@ -57,6 +62,15 @@ func FuzzParseSpec(f *testing.F) {
 	} {
 		f.Add([]byte(body))
 	}
+	for _, body := range []string{
+		fmt.Sprintf(`{"model_name_or_path": "org/tiny-gpt2", "train_file": %q, "max_steps": 3}`, tokens),
+		fmt.Sprintf(`{"model_name_or_path": "org/tiny-gpt2@main", "model_revision": "v1", "train_file": %q, "block_size": 8}`, text),
+		fmt.Sprintf(`{"model_type": "gpt2", "tokenizer_name": "org/tiny-gpt2", "train_file": %q}`, text),
+		fmt.Sprintf(`{"config_name": "org/absent", "train_file": %q, "token": "hf_x"}`, tokens),
+	} {
+		f.Add([]byte(body))
+	}
+	hf := offlineHub(f, filepath.Join(tmp, "hf"))
 	paths, err := newPathPolicy(root, []string{root, src, in})
 	if err != nil {
 		f.Fatal(err)
@@ -79,7 +93,7 @@ func FuzzParseSpec(f *testing.F) {
 		if len(body) > maxBodyBytes {
 			return // POST /jobs refuses these before parsing (http.MaxBytesReader)
 		}
-		env := specEnv{paths: paths, jobDir: t.TempDir(), deviceKind: rt.Kind(), numDevices: rt.NumDevices(), toks: toks, rt: rt}
+		env := specEnv{paths: paths, jobDir: t.TempDir(), deviceKind: rt.Kind(), numDevices: rt.NumDevices(), toks: toks, rt: rt, hub: hf}
 		loads, held := toks.stats()
 		before := allocated()
 		spec, err := parseSpec(t.Context(), body, env)
@@ -116,4 +130,31 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("text data without a tokenizer accepted")
 		}
 	})
+}
+
+// offlineHub is a Hub fetcher on an offline client whose cache holds org/tiny-gpt2's config.json
+// and tokenizer.json, fetched from a fake Hub that is closed before it is returned.
+func offlineHub(tb testing.TB, cache string) *hubFetcher {
+	tb.Helper()
+	fake := hubtest.NewServer()
+	defer fake.Close()
+	fake.AddRepo("model", tinyRepo, tinyGPT2Files(tb), hubtest.RepoOptions{})
+	cfg := hub.DefaultConfig()
+	cfg.Endpoint, cfg.CacheDir = fake.URL(), cache
+	online, err := hub.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	repo := hub.Repo{ID: tinyRepo}
+	for _, file := range []string{"config.json", "tokenizer.json"} {
+		if _, err := online.Download(tb.Context(), repo, file); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	cfg.Offline = true
+	c, err := hub.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &hubFetcher{c: c, timeout: time.Second}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,10 +20,13 @@ import (
 // maxNewTokensLimit bounds one request's generation (the model's positions bound it too).
 const maxNewTokensLimit = 1024
 
-// generateResponse is GET /jobs/{id}/generate's answer.
+// generateResponse is the answer of GET /jobs/{id}/generate (job, checkpoint, step) and of
+// GET /generate (model, as the request named it, and for a Hub model the commit; step 0).
 type generateResponse struct {
-	Job        string  `json:"job"`
-	Checkpoint string  `json:"checkpoint"`
+	Job        string  `json:"job,omitempty"`
+	Checkpoint string  `json:"checkpoint,omitempty"`
+	Model      string  `json:"model,omitempty"`
+	Revision   string  `json:"revision,omitempty"`
 	Step       int     `json:"step"`
 	Prompt     string  `json:"prompt,omitempty"`
 	PromptIDs  []int   `json:"prompt_ids"`
@@ -141,6 +145,28 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
+	s.generate(w, r, genSource{resp: generateResponse{Job: j.ID, Checkpoint: dir, Step: step}, dir: dir, label: dir,
+		tokPath: j.tokPath, what: "job"}, g)
+}
+
+// genSource is what a generation request generates with.
+type genSource struct {
+	// resp holds the answer's fields naming the source (job, checkpoint, step; or model).
+	resp generateResponse
+	// dir is the model directory; label is how messages name it.
+	dir, label string
+	// fetch, when set, brings the weights into dir: it runs once a generation slot is held, so
+	// MaxGenerating bounds the downloads too. A *requestError from it is the client's (400).
+	fetch func(ctx context.Context) error
+	// tokPath is the tokenizer file or directory ("": none).
+	tokPath string
+	// what names the source in messages: "job" or "model".
+	what string
+}
+
+// generate serves a generation request from src once its parameters are checked: the weights
+// fetched if need be, the tokenizer borrowed, the model loaded, the prompt continued.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource, g generateParams) {
 	// The slot bounds the tokenizers and models that generation holds at once.
 	select {
 	case s.genSlot <- struct{}{}:
@@ -148,24 +174,46 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
+	if src.fetch != nil {
+		if err := src.fetch(r.Context()); err != nil {
+			var re *requestError
+			switch {
+			case errors.As(err, &re):
+				s.met.gens.WithLabelValues("bad_request").Inc()
+				writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
+			case r.Context().Err() != nil:
+				// The client is gone; a partial download stays in the cache, to be resumed.
+			default:
+				s.met.gens.WithLabelValues("error").Inc()
+				writeError(w, http.StatusBadGateway, err.Error(), nil)
+			}
+			return
+		}
+	}
+	dir := src.dir
 	// The tokenizer is borrowed for this request only: shared with the job while it runs (or
 	// other requests), loaded again after the last holder let it go.
 	var tok tokenizer.Tokenizer
-	if j.tokPath != "" {
-		t, release, err := s.toks.acquire(r.Context(), j.tokPath)
+	if src.tokPath != "" {
+		t, release, err := s.toks.acquire(r.Context(), src.tokPath)
 		if err != nil {
 			s.met.gens.WithLabelValues("error").Inc()
-			writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading the job's tokenizer: %v", err), nil)
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading the %s's tokenizer: %s", src.what, relabel(err, dir, src.label)), nil)
 			return
 		}
 		defer release()
 		tok = t
 	}
-	resp := generateResponse{Job: j.ID, Checkpoint: dir, Step: step, Prompt: g.prompt, PromptIDs: g.promptIDs}
+	resp := src.resp
+	resp.Prompt, resp.PromptIDs = g.prompt, g.promptIDs
 	if g.prompt != "" {
 		if tok == nil {
 			s.met.gens.WithLabelValues("bad_request").Inc()
-			writeError(w, http.StatusBadRequest, "prompt: this job was trained on token ids without a tokenizer; pass prompt_ids", []fieldError{{Field: "prompt", Message: "the job has no tokenizer; pass prompt_ids"}})
+			msg := "this job was trained on token ids without a tokenizer; pass prompt_ids"
+			if src.what != "job" {
+				msg = "the model has no tokenizer.json (name one with tokenizer=), or pass prompt_ids"
+			}
+			writeError(w, http.StatusBadRequest, "prompt: "+msg, []fieldError{{Field: "prompt", Message: "prompt: " + msg}})
 			return
 		}
 		enc, err := tok.Encode(g.prompt, false)
@@ -183,13 +231,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	m, err := models.Load(r.Context(), s.rt, dir, models.LoadOptions{})
 	if err != nil {
 		s.met.gens.WithLabelValues("error").Inc()
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading %s: %v", dir, err), nil)
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading %s: %s", src.label, relabel(err, dir, src.label)), nil)
 		return
 	}
 	lm, ok := m.(models.CausalLM)
 	if !ok {
 		s.met.gens.WithLabelValues("error").Inc()
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("%s holds a %s, not a causal LM", dir, m.Architecture()), nil)
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("%s holds a %s, not a causal LM", src.label, m.Architecture()), nil)
 		return
 	}
 	for i, id := range resp.PromptIDs {

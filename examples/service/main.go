@@ -7,14 +7,16 @@
 //	go run ./examples/service -addr :8080 -auth_token_file /etc/gotpu/token -device tpu -data_dir /mnt/jobs -input_roots /mnt/data
 //
 // Endpoints: POST /jobs, GET /jobs, GET /jobs/{id}, GET /jobs/{id}/events, DELETE /jobs/{id},
-// GET /jobs/{id}/generate, GET /metrics, GET /healthz. The request format, the answers and curl
-// lines for each are in README.md. The service listens on loopback unless -addr says otherwise;
-// beyond loopback it requires a bearer token (-auth_token_file or GOTPU_SERVICE_TOKEN) on every
+// GET /jobs/{id}/generate, GET /generate, GET /metrics, GET /healthz. The request format, the
+// answers and curl lines for each are in README.md. With -hub, requests may name Hugging Face Hub
+// repo ids where they name a model or tokenizer; the files are fetched into the cache that
+// huggingface_hub shares. The service listens on loopback unless -addr says otherwise; beyond
+// loopback it requires a bearer token (-auth_token_file or GOTPU_SERVICE_TOKEN) on every
 // endpoint but /healthz.
 //
 // SIGTERM or SIGINT shut the service down gracefully: it stops accepting connections, cancels
 // the running jobs (each commits a checkpoint after its current step), waits for them and exits
-// 0. The service uses only gotpu's library API (xla, models, data, trainer, checkpoint).
+// 0. The service uses only gotpu's library API (xla, models, data, trainer, checkpoint, hub).
 package main
 
 import (
@@ -46,6 +48,9 @@ func main() {
 	maxRunning := flag.Int("max_running", 1, "jobs that train at once (the others wait, queued)")
 	maxQueued := flag.Int("max_queued", defaultMaxQueued, "jobs that may wait for a training slot; beyond it POST /jobs answers 429")
 	maxGenerating := flag.Int("max_generating", 1, "generation requests served at once")
+	useHub := flag.Bool("hub", false, "accept Hugging Face Hub repo ids (org/name[@rev]) for model_name_or_path, config_name, tokenizer_name and "+
+		"GET /generate?model=, fetched into the shared cache; configured from the environment as huggingface_hub is "+
+		"(HF_HUB_CACHE or HF_HOME, HF_ENDPOINT, HF_TOKEN for gated and private repos, HF_HUB_OFFLINE)")
 	tokenFile := flag.String("auth_token_file", "", "file holding the bearer token every request but /healthz must carry (or set "+tokenEnv+"); required beyond loopback")
 	flag.Parse()
 
@@ -63,6 +68,13 @@ func main() {
 	cfg := Config{
 		DataDir: *dataDir, InputRoots: strings.Split(*inputRoots, ","),
 		MaxRunning: *maxRunning, MaxQueued: *maxQueued, MaxGenerating: *maxGenerating, Logger: log, AuthToken: token,
+	}
+	if *useHub {
+		if cfg.Hub, err = newHubClient(os.Getenv, log); err != nil {
+			log.Error("service: -hub", "error", err)
+			os.Exit(1)
+		}
+		log.Info("Hub repo ids accepted", "cache", cfg.Hub.CacheDir())
 	}
 	if err := run(ctx, cfg, xla.Config{Device: *device, NumDevices: *numDevices}, *addr); err != nil {
 		log.Error("service", "error", err)

@@ -8,12 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotpu/gotpu/hub"
 )
 
 // TestPathErrorsRevealNothing: a path field naming a file outside the allowed directories (that
 // exists or not, directly, through "..", or through a symlink inside them) and one naming a
 // missing file inside them all get the same 400 message, which names the field but neither says
-// whether the file exists nor prints the service's directories.
+// whether the file exists nor prints the service's directories. The fields that also take a Hub
+// repo id add, to a name spelled like one, the hint that this needs -hub: that depends on the
+// spelling alone.
 func TestPathErrorsRevealNothing(t *testing.T) {
 	tmp := t.TempDir()
 	rootDir, outDir, dataDir := filepath.Join(tmp, "root"), filepath.Join(tmp, "outside"), filepath.Join(tmp, "data")
@@ -76,6 +80,11 @@ func TestPathErrorsRevealNothing(t *testing.T) {
 			}
 			if msg == "" || !strings.HasPrefix(msg, field+": ") {
 				t.Fatalf("%s %q: no message for the field in %s", field, p, ans)
+			}
+			takesRepoIDs := field == "model_name_or_path" || field == "config_name" || field == "tokenizer_name"
+			msg, hinted := strings.CutSuffix(msg, "; "+needsHubHint)
+			if hinted != (takesRepoIDs && hub.LooksLikeRepoID(p)) {
+				t.Fatalf("%s %q: the -hub hint given: %v: %s", field, p, hinted, msg)
 			}
 			if first == "" {
 				first = msg

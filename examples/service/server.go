@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -53,6 +54,17 @@ type Config struct {
 
 	// Slow or idle clients must not hold connections (and shutdown) for ever.
 	//
+	// Hub, when set, lets requests name Hugging Face Hub repo ids ("org/name", "@rev") where
+	// they name a model, config or tokenizer (model_name_or_path, config_name, tokenizer_name,
+	// GET /generate?model=), as transformers does: a path the service may read wins; otherwise
+	// the repo's files are fetched into the client's cache. nil: repo ids are refused, with a
+	// hint to start the service with -hub.
+	Hub *hub.Client
+	// HubTimeout bounds each Hub call a request waits for (0: 30 s): config.json and
+	// tokenizer.json are fetched while POST /jobs checks the request; a job fetches its weights
+	// when it starts, without it.
+	HubTimeout time.Duration
+
 	// ReadHeaderTimeout bounds reading a request's headers (0: 10 s), ReadTimeout the whole
 	// request including its body (0: 60 s; a body is at most 1 MiB), and IdleTimeout how long a
 	// kept-alive connection may wait for its next request (0: 120 s). WriteTimeout bounds writing
@@ -90,6 +102,7 @@ type Server struct {
 	now   func() time.Time
 	auth  *authenticator  // nil: no token required
 	toks  *tokenizerCache // tokenizers shared by the jobs and generation requests using them
+	hub   *hubFetcher     // nil: no Hub client (Config.Hub)
 
 	// inFlight counts the HTTP handlers running now (event streams included).
 	inFlight atomic.Int64
@@ -136,6 +149,7 @@ func NewServer(cfg Config, rt *xla.Runtime) (*Server, error) {
 	}{
 		{&cfg.ReadHeaderTimeout, defaultReadHeaderTimeout}, {&cfg.ReadTimeout, defaultReadTimeout},
 		{&cfg.IdleTimeout, defaultIdleTimeout}, {&cfg.WriteTimeout, defaultWriteTimeout},
+		{&cfg.HubTimeout, defaultHubTimeout},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -169,6 +183,9 @@ func NewServer(cfg Config, rt *xla.Runtime) (*Server, error) {
 		slots: make(chan struct{}, cfg.MaxRunning), genSlot: make(chan struct{}, cfg.MaxGenerating),
 		jobs: map[string]*Job{},
 	}
+	if cfg.Hub != nil {
+		s.hub = &hubFetcher{c: cfg.Hub, timeout: cfg.HubTimeout}
+	}
 	s.jobsCtx, s.stopJobs = context.WithCancel(context.Background())
 	restored, err := loadJobs(filepath.Join(cfg.DataDir, "jobs"), s.now())
 	if err != nil {
@@ -197,6 +214,7 @@ func (s *Server) Handler() http.Handler {
 	route("GET /jobs/{id}", s.handleGet)
 	route("DELETE /jobs/{id}", s.handleCancel)
 	route("GET /jobs/{id}/generate", s.handleGenerate)
+	route("GET /generate", s.handleGenerateModel)
 	route("GET /metrics", metricsHandler(s.reg, s.log).ServeHTTP)
 	// The event stream sets a deadline per event itself (sse.go).
 	mux.Handle("GET /jobs/{id}/events", s.requireToken(http.HandlerFunc(s.handleEvents)))
@@ -316,7 +334,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("creating the job directory: %v", err), nil)
 		return
 	}
-	spec, err := parseSpec(r.Context(), body, specEnv{paths: s.paths, jobDir: dir, deviceKind: s.rt.Kind(), numDevices: s.rt.NumDevices(), toks: s.toks, rt: s.rt})
+	spec, err := parseSpec(r.Context(), body, specEnv{paths: s.paths, jobDir: dir, deviceKind: s.rt.Kind(), numDevices: s.rt.NumDevices(), toks: s.toks, rt: s.rt, hub: s.hub})
 	if err != nil {
 		os.RemoveAll(dir)
 		var re *requestError
@@ -415,7 +433,7 @@ func (s *Server) runJob(ctx context.Context, j *Job) {
 			if perr := saveJob(j); perr != nil {
 				log.Warn("recording the job", "error", perr)
 			}
-			err = train(ctx, s.rt, j, log, s.now)
+			err = train(ctx, s.rt, s.cfg.Hub, j, log, s.now)
 		}
 	case <-ctx.Done():
 		s.leftQueue()

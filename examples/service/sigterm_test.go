@@ -33,6 +33,7 @@ func TestServiceBinary(t *testing.T) {
 	t.Run("ExposedNeedsToken", func(t *testing.T) { testExposedNeedsToken(t, bin) })
 	t.Run("Token", func(t *testing.T) { testTokenProcess(t, bin) })
 	t.Run("SIGTERM", func(t *testing.T) { testSIGTERM(t, bin) })
+	t.Run("HubFlag", func(t *testing.T) { testHubFlag(t, bin) })
 }
 
 // serviceEnv is the environment of a child service: the test's own without a token, plus extra.

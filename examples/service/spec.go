@@ -14,6 +14,7 @@ import (
 
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/gemma3"
@@ -50,8 +51,12 @@ type jobSpec struct {
 	Args trainer.TrainingArguments
 	// Model is where the weights come from: ModelDir (model_name_or_path) is loaded; otherwise
 	// Config (from config_name, or model_type with config_overrides) is initialised at random
-	// with the run's seed, as run_clm.py does "from scratch".
+	// with the run's seed, as run_clm.py does "from scratch". ModelRepo is set when
+	// model_name_or_path was a Hub repo id: ModelDir is then the cache's snapshot of the repo at
+	// ModelRepo's commit, holding config.json (fetched at validation) and, once the job has
+	// fetched them, the weights.
 	ModelDir  string
+	ModelRepo *hub.Repo
 	Config    models.Config
 	VocabSize int
 	MaxPos    int
@@ -147,6 +152,9 @@ type specEnv struct {
 	// rt, when set, is the runtime the job will train on: the spec's model and batch are checked
 	// against its memory (trainer.CheckBudget) before the job is accepted.
 	rt *xla.Runtime
+	// hub fetches config.json and tokenizer.json of the Hub repos a request names; nil: the
+	// service takes no repo ids (-hub not given).
+	hub *hubFetcher
 }
 
 // parseSpec checks a POST /jobs body. Problems come back as *requestError (a 400); the body's
@@ -165,7 +173,8 @@ func parseSpec(ctx context.Context, body []byte, env specEnv) (_ *jobSpec, err e
 	}()
 	re := &requestError{}
 	s.checkServiceFields(re, env)
-	s.resolveModel(re, md, env)
+	s.checkHubFields(re, md)
+	s.resolveModel(ctx, re, md, env)
 	s.resolveData(ctx, re, md, env)
 	if err := re.errOrNil(); err != nil {
 		return nil, err
@@ -257,9 +266,23 @@ func (s *jobSpec) checkServiceFields(re *requestError, env specEnv) {
 	}
 }
 
+// checkHubFields refuses the run_clm.py arguments about the Hub that the service decides itself.
+func (s *jobSpec) checkHubFields(re *requestError, md *trainer.ModelDataArguments) {
+	if md.Token != nil && *md.Token != "" {
+		// Never echoed: it is a secret. The request is kept in job.json, so a token in it would
+		// be written to disk.
+		re.add("token", "not accepted in a request (it would be stored with the job); the service reads the Hub with its own token: set HF_TOKEN in its environment")
+	}
+	if str(md.CacheDir) != "" {
+		re.add("cache_dir", "set by the service (its Hub cache: HF_HUB_CACHE or HF_HOME in its environment); remove it")
+	}
+}
+
 // resolveModel picks the model source the way run_clm.py does: model_name_or_path, else
-// config_name, else model_type (+ config_overrides) — the last two train from scratch.
-func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments, env specEnv) {
+// config_name, else model_type (+ config_overrides) — the last two train from scratch. A name
+// that is no path the service may read but a Hub repo id has its config.json fetched now; the
+// weights are fetched by the job.
+func (s *jobSpec) resolveModel(ctx context.Context, re *requestError, md *trainer.ModelDataArguments, env specEnv) {
 	modelDir, configName := str(md.ModelNameOrPath), str(md.ConfigName)
 	modelType, overrides := str(md.ModelType), str(md.ConfigOverrides)
 	if overrides != "" && (modelDir != "" || configName != "") {
@@ -275,20 +298,26 @@ func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments,
 			re.add("config_name", "not supported together with model_name_or_path (the model directory's config.json is used)")
 			return
 		}
-		if s.ModelDir, err = env.paths.resolve(modelDir); err != nil {
-			re.add("model_name_or_path", "%q: %v", modelDir, err)
+		src, ferr := resolveName(ctx, env.paths, env.hub, "model_name_or_path", modelDir, modelRevision(md), "config.json")
+		if ferr != nil {
+			re.add(ferr.field, "%s", ferr.msg)
 			return
+		}
+		s.ModelDir, s.ModelRepo = src.path, src.repo
+		if src.repo != nil {
+			s.ModelDir = filepath.Dir(src.path)
 		}
 		if cfg, err = parseConfig(filepath.Join(s.ModelDir, "config.json")); err != nil {
 			re.add("model_name_or_path", "%s", relabel(err, s.ModelDir, modelDir))
 			return
 		}
 	case configName != "":
-		path, err := env.paths.resolve(configName)
-		if err != nil {
-			re.add("config_name", "%q: %v", configName, err)
+		src, ferr := resolveName(ctx, env.paths, env.hub, "config_name", configName, modelRevision(md), "config.json")
+		if ferr != nil {
+			re.add(ferr.field, "%s", ferr.msg)
 			return
 		}
+		path := src.path
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			path = filepath.Join(path, "config.json")
 		}
@@ -307,19 +336,11 @@ func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments,
 			return
 		}
 	default:
-		re.add("model_name_or_path", "required: a Hugging Face model directory to fine-tune, or config_name / model_type (with config_overrides) to train from scratch")
+		re.add("model_name_or_path", "required: a Hugging Face model directory (or, with -hub, a Hub repo id) to fine-tune, or config_name / model_type (with config_overrides) to train from scratch")
 		return
 	}
-	switch c := cfg.(type) {
-	case *gpt2.Config:
-		s.VocabSize, s.MaxPos = c.VocabSize, c.NPositions
-	case *llama.Config:
-		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
-	case *qwen3.Config:
-		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
-	case *gemma3.Config:
-		s.VocabSize, s.MaxPos = c.VocabSize, c.MaxPositionEmbeddings
-	default:
+	var ok bool
+	if s.VocabSize, s.MaxPos, ok = causalDims(cfg); !ok {
 		re.add("model_name_or_path", "%s is not a causal language model; this service trains and serves causal LMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma 3)", cfg.Architecture())
 		return
 	}
@@ -340,6 +361,12 @@ func (s *jobSpec) resolveModel(re *requestError, md *trainer.ModelDataArguments,
 	if dt := str(md.TorchDtype); dt != "" && dt != "auto" && dt != "float32" {
 		re.add("torch_dtype", "%q: the service keeps float32 master weights (use bf16: true for bfloat16 compute)", dt)
 	}
+}
+
+// modelRevision is the request's model_revision (run_clm.py's, for the model, its config and
+// its tokenizer when they are Hub repo ids).
+func modelRevision(md *trainer.ModelDataArguments) revision {
+	return revision{value: str(md.ModelRevision), field: "model_revision"}
 }
 
 // parseConfig is models.ParseConfig for a file of at most maxConfigBytes.
@@ -421,28 +448,47 @@ func (s *jobSpec) resolveData(ctx context.Context, re *requestError, md *trainer
 		}
 	}
 
-	tokPath := str(md.TokenizerName)
-	field, given := "tokenizer_name", tokPath
-	if tokPath == "" && s.ModelDir != "" {
-		for _, name := range []string{"tokenizer.json", "tokenizer.json.gz"} {
-			if _, err := os.Stat(filepath.Join(s.ModelDir, name)); err == nil {
-				tokPath, field, given = s.ModelDir, "model_name_or_path", str(md.ModelNameOrPath)
-			}
+	s.resolveTokenizer(ctx, re, md, env)
+}
+
+// resolveTokenizer finds the tokenizer (tokenizer_name, else the model's own: AutoTokenizer's
+// rule) and borrows it from the server's cache.
+func (s *jobSpec) resolveTokenizer(ctx context.Context, re *requestError, md *trainer.ModelDataArguments, env specEnv) {
+	name := str(md.TokenizerName)
+	field, given := "tokenizer_name", name
+	// shown is the part of the tokenizer's path that messages show as given.
+	var shown string
+	switch {
+	case name != "":
+		src, ferr := resolveName(ctx, env.paths, env.hub, field, name, modelRevision(md), "tokenizer.json")
+		if ferr != nil {
+			re.add(ferr.field, "%s", ferr.msg)
+			return
 		}
+		s.TokenizerPath, shown = src.path, src.path
+		if src.repo != nil {
+			shown = filepath.Dir(src.path) // "org/name/tokenizer.json: ..."
+		}
+	case s.ModelDir != "":
+		field, given = "model_name_or_path", str(md.ModelNameOrPath)
+		p, err := modelTokenizer(ctx, env.hub, s.ModelDir, s.ModelRepo)
+		if err != nil { // only a Hub model's fetch fails; a local directory is looked at
+			re.add(field, "%s", env.hub.describe(err, given, *s.ModelRepo, "tokenizer.json"))
+			return
+		}
+		s.TokenizerPath, shown = p, s.ModelDir
 	}
-	if tokPath == "" {
-		if !s.Pretokenized {
+	if s.TokenizerPath == "" {
+		// A model that could not be resolved (already a field error) may have had a tokenizer.
+		modelFailed := str(md.ModelNameOrPath) != "" && s.ModelDir == ""
+		if !s.Pretokenized && !modelFailed {
 			re.add("tokenizer_name", "required: train_file %q is text (give a tokenizer.json, or pre-tokenized JSON lines)", str(md.TrainFile))
 		}
 		return
 	}
-	if s.TokenizerPath, err = env.paths.resolve(tokPath); err != nil {
-		re.add(field, "%q: %v", given, err)
-		return
-	}
 	tok, release, err := env.toks.acquire(ctx, s.TokenizerPath)
 	if err != nil {
-		re.add(field, "%s", relabel(bareError(err), s.TokenizerPath, given))
+		re.add(field, "%s", relabel(bareError(err), shown, given))
 		return
 	}
 	s.Tokenizer, s.releaseTok = tok, release

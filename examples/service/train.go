@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
@@ -17,13 +18,22 @@ import (
 // train runs one job to its end: model, data, Trainer.Train, and for a completed run the final
 // model and trainer_state.json in output_dir (HF's trainer.save_model() and save_state()). A
 // cancelled ctx makes Train finish its current update and commit a checkpoint there; train then
-// returns the context's error.
-func train(ctx context.Context, rt *xla.Runtime, j *Job, log *slog.Logger, now func() time.Time) error {
+// returns the context's error. A model named by a Hub repo id has its weights fetched (hc) here,
+// in the job, rather than while POST /jobs waited: that can take minutes.
+func train(ctx context.Context, rt *xla.Runtime, hc *hub.Client, j *Job, log *slog.Logger, now func() time.Time) error {
 	s := j.spec
 	var (
 		model models.Model
 		err   error
 	)
+	if s.ModelRepo != nil {
+		log.Info("fetching the model's weights from the Hub", "repo", s.ModelRepo.String())
+		start := time.Now()
+		if _, err := fetchWeights(ctx, hc, *s.ModelRepo, s.ModelDir); err != nil {
+			return fmt.Errorf("model_name_or_path: %w", err)
+		}
+		log.Info("weights fetched", "repo", s.ModelRepo.String(), "seconds", time.Since(start).Seconds())
+	}
 	if s.ModelDir != "" {
 		model, err = models.Load(ctx, rt, s.ModelDir, models.LoadOptions{})
 	} else {

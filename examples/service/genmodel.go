@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/gotpu/gotpu/internal/membudget"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/gemma3"
+	"github.com/gotpu/gotpu/models/gpt2"
+	"github.com/gotpu/gotpu/models/llama"
+	"github.com/gotpu/gotpu/models/qwen3"
+	"github.com/gotpu/gotpu/xla"
+)
+
+// handleGenerateModel is GET /generate?model=<dir or repo id>&prompt=...: generation from a
+// pretrained model rather than a job's checkpoint. model is a model directory under the
+// service's directories or, on a service with a Hub client, a Hub repo id ("org/name", "@rev",
+// or revision=); tokenizer= names another tokenizer (default: the model's tokenizer.json). The
+// request is checked first, fetching only config.json (and tokenizer.json) within HubTimeout;
+// the weights are fetched once a generation slot is held, while the client waits.
+func (s *Server) handleGenerateModel(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	g, re := parseGenerateParams(q)
+	name := strings.TrimSpace(q.Get("model"))
+	if name == "" {
+		if re == nil {
+			re = &requestError{}
+		}
+		re.add("model", "required: a model directory (config.json and model.safetensors) or, on a service started with -hub, a Hugging Face repo id")
+	}
+	if re != nil {
+		s.met.gens.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
+		return
+	}
+	src, re := s.pretrainedSource(r.Context(), name, q.Get("tokenizer"), revision{value: q.Get("revision"), field: "revision"})
+	if re != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.met.gens.WithLabelValues("bad_request").Inc()
+		writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
+		return
+	}
+	s.generate(w, r, src, g)
+}
+
+// pretrainedSource checks the model (and tokenizer) of a GET /generate request: where it is, that
+// it is a causal LM, and that its weights fit in memory — all before any weight is fetched.
+func (s *Server) pretrainedSource(ctx context.Context, name, tokName string, rev revision) (genSource, *requestError) {
+	fail := func(field, msg string) (genSource, *requestError) {
+		re := &requestError{}
+		re.add(field, "%s", msg)
+		return genSource{}, re
+	}
+	ms, ferr := resolveName(ctx, s.paths, s.hub, "model", name, rev, "config.json")
+	if ferr != nil {
+		return fail(ferr.field, ferr.msg)
+	}
+	src := genSource{dir: ms.path, label: name, what: "model", resp: generateResponse{Model: name}}
+	if ms.repo != nil {
+		src.dir = filepath.Dir(ms.path)
+		src.resp.Revision = ms.repo.Revision
+	}
+	cfg, err := parseConfig(filepath.Join(src.dir, "config.json"))
+	if err != nil {
+		return fail("model", relabel(err, src.dir, name))
+	}
+	if _, _, ok := causalDims(cfg); !ok {
+		return fail("model", fmt.Sprintf("%s is not a causal language model; generation takes GPT-2, Llama, Mistral, Qwen2, Qwen3 or Gemma 3", cfg.Architecture()))
+	}
+	if err := checkWeightsFit(s.rt, cfg); err != nil {
+		return fail("model", fmt.Sprintf("%q: %v", name, err))
+	}
+	switch tokName = strings.TrimSpace(tokName); {
+	case tokName != "":
+		ts, ferr := resolveName(ctx, s.paths, s.hub, "tokenizer", tokName, rev, "tokenizer.json")
+		if ferr != nil {
+			return fail(ferr.field, ferr.msg)
+		}
+		src.tokPath = ts.path
+	default:
+		p, err := modelTokenizer(ctx, s.hub, src.dir, ms.repo)
+		if err != nil { // only a Hub model's fetch fails; a local directory is looked at
+			return fail("model", s.hub.describe(err, name, *ms.repo, "tokenizer.json"))
+		}
+		src.tokPath = p
+	}
+	if ms.repo != nil {
+		repo, want, hf := *ms.repo, src.dir, s.hub
+		src.fetch = func(ctx context.Context) error {
+			_, err := fetchWeights(ctx, hf.c, repo, want)
+			if err == nil || isUpstreamFailure(err) || ctx.Err() != nil {
+				return err
+			}
+			// The repo's own doing (no safetensors, a missing shard, gated weights): the
+			// request's to change.
+			re := &requestError{cause: err}
+			re.add("model", "%q: %s", name, strings.ReplaceAll(err.Error(), hf.c.CacheDir(), hubCacheLabel))
+			return re
+		}
+	}
+	return src, nil
+}
+
+// causalDims returns the vocabulary size and positions of a causal LM config, and false for any
+// other architecture.
+func causalDims(cfg models.Config) (vocab, maxPos int, ok bool) {
+	switch c := cfg.(type) {
+	case *gpt2.Config:
+		return c.VocabSize, c.NPositions, true
+	case *llama.Config:
+		return c.VocabSize, c.MaxPositionEmbeddings, true
+	case *qwen3.Config:
+		return c.VocabSize, c.MaxPositionEmbeddings, true
+	case *gemma3.Config:
+		return c.VocabSize, c.MaxPositionEmbeddings, true
+	}
+	return 0, 0, false
+}
+
+// checkWeightsFit refuses a model whose float32 weights cannot fit in the host's available
+// memory on the pure-Go backend, from its config alone: generation must not fetch gigabytes of
+// weights to then fail loading them (models.Load checks again, with the same estimate). On an
+// accelerator only the config's dimensions are checked; device memory is the plugin's to refuse.
+func checkWeightsFit(rt *xla.Runtime, cfg models.Config) error {
+	fp, err := models.EstimateFootprint(cfg)
+	if errors.Is(err, models.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rt.Kind() != xla.DeviceGo {
+		return nil
+	}
+	host := membudget.Probe()
+	var a membudget.Acc
+	// float32 weights, plus staging of the largest tensor while it is read (models.Load's rule).
+	need := a.Add(a.Mul(fp.Params, 4), a.Mul(fp.LargestParam, 8))
+	if host.Known && (a.Overflowed() || need > host.Available) {
+		return fmt.Errorf("%w: this %s needs about %s for its %d parameters, but %s is available on the host",
+			models.ErrTooLarge, cfg.Architecture(), membudget.GiB(need), fp.Params, host)
+	}
+	return nil
+}
