@@ -34,16 +34,7 @@ func (o GroupOptions) Validate() error {
 	if o.MaxMemoryTokens < 0 {
 		return fmt.Errorf("data.GroupOptions.MaxMemoryTokens: %d is negative", o.MaxMemoryTokens)
 	}
-	if o.Dir != "" {
-		st, err := os.Stat(o.Dir)
-		if err != nil {
-			return fmt.Errorf("data.GroupOptions.Dir: %w", err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("data.GroupOptions.Dir: %s is not a directory", o.Dir)
-		}
-	}
-	return nil
+	return checkSpillDir("data.GroupOptions.Dir", o.Dir)
 }
 
 func (o GroupOptions) maxMemoryTokens() int {

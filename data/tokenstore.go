@@ -61,14 +61,21 @@ func (o StoreOptions) Validate() error {
 	if o.MaxSeqLength < 0 {
 		return fmt.Errorf("data.StoreOptions.MaxSeqLength: %d is negative", o.MaxSeqLength)
 	}
-	if o.Dir != "" {
-		st, err := os.Stat(o.Dir)
-		if err != nil {
-			return fmt.Errorf("data.StoreOptions.Dir: %w", err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("data.StoreOptions.Dir: %s is not a directory", o.Dir)
-		}
+	return checkSpillDir("data.StoreOptions.Dir", o.Dir)
+}
+
+// checkSpillDir checks an options' Dir field: "" (the system's temporary directory) or an
+// existing directory.
+func checkSpillDir(field, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %s is not a directory", field, dir)
 	}
 	return nil
 }

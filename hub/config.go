@@ -54,6 +54,11 @@ type Config struct {
 	// DownloadTimeout is the longest a download may receive nothing before it fails
 	// (HF_HUB_DOWNLOAD_TIMEOUT); 0 means the default. The partial file is kept for resuming.
 	DownloadTimeout time.Duration
+	// TrustCache skips re-hashing a cached blob before Download returns it, as huggingface_hub
+	// does (a size check only). By default (false) a cached blob is hashed against its etag on
+	// every Download that does not fetch it: online, a blob that fails is fetched again;
+	// offline, it is ErrCorrupt naming the file — never handed to a model or a dataset.
+	TrustCache bool
 }
 
 // DefaultConfig returns the configuration that reads no environment variable: the public

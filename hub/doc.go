@@ -19,8 +19,9 @@
 // repo-info API for file lists) and its offline behaviour: with Config.Offline no connection is
 // opened, and when the Hub cannot be reached (connection refused, timeout, server error) the
 // cache answers instead, with a warning logged. Beyond huggingface_hub, every download is
-// verified (size, and the sha256 or git blob sha1 its etag names) before it is linked, and
-// Verify re-hashes a cached snapshot.
+// verified (size, and the sha256 or git blob sha1 its etag names) before it is linked, a cached
+// blob is hashed again before Download hands it out (re-fetched online, ErrCorrupt offline;
+// Config.TrustCache skips this, as huggingface_hub does), and Verify re-hashes a cached snapshot.
 //
 // Package hubtest is an in-process fake Hub speaking the same protocol, for tests.
 //

@@ -39,13 +39,19 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 		return "", fmt.Errorf("hub: %s: %w", repo.describe(), err)
 	}
 	if c.cfg.Offline {
-		return c.cachedFile(repo, filename, errOffline)
+		return c.checkedCachedFile(ctx, repo, filename, errOffline)
 	}
 	rc := c.repoCache(repo)
 	if isCommit(repo.Revision) {
-		// A commit never changes: a linked file is the file (huggingface_hub's shortcut).
+		// A commit never changes: a linked file is the file (huggingface_hub's shortcut),
+		// once its blob still hashes to its etag.
 		if p := rc.pointerPath(repo.Revision, filename); exists(p) {
-			return p, nil
+			if err := c.checkCached(ctx, repo, filename, p); err == nil {
+				return p, nil
+			} else if !errors.Is(err, ErrCorrupt) {
+				return "", err
+			}
+			// A corrupt blob: ask the Hub and fetch it again below.
 		}
 	}
 	meta, missingAt, err := c.headFile(ctx, repo, filename)
@@ -56,9 +62,20 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 		if fallbackOK(ctx, err) {
 			c.log.Warn("hub: cannot get the file's metadata from the Hub; looking in the cache",
 				"repo", repo.ID, "revision", repo.Revision, "file", filename, "err", err)
-			return c.cachedFile(repo, filename, err)
+			return c.checkedCachedFile(ctx, repo, filename, err)
 		}
 		return "", err
+	}
+	if blob := rc.blobPath(meta.etag); sizeIs(blob, meta.size) && !c.cfg.TrustCache {
+		if ok, got, kind, err := verifyBlob(ctx, blob, meta.etag); err != nil {
+			return "", fmt.Errorf("hub: %s file %q: %w", repo.describe(), filename, err)
+		} else if kind != "" && !ok {
+			c.log.Warn("hub: a cached blob does not match its hash; downloading it again",
+				"err", fmt.Errorf("%w: %s has %s %s", ErrCorrupt, blob, kind, got))
+			if err := os.Remove(blob); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return "", fmt.Errorf("hub: removing a corrupt blob: %w", err)
+			}
+		}
 	}
 	if !sizeIs(rc.blobPath(meta.etag), meta.size) {
 		if err := c.fetchLocked(ctx, rc, repo, filename, meta, pw); err != nil {
@@ -75,6 +92,43 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 		return "", err
 	}
 	return p, nil
+}
+
+// checkedCachedFile is cachedFile with the blob re-hashed (checkCached).
+func (c *Client) checkedCachedFile(ctx context.Context, repo Repo, filename string, cause error) (string, error) {
+	p, err := c.cachedFile(repo, filename, cause)
+	if err != nil {
+		return "", err
+	}
+	if err := c.checkCached(ctx, repo, filename, p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// checkCached re-hashes the blob a cached snapshot file links to against its etag (the name of
+// the blob), unless Config.TrustCache: a blob altered after it was verified — by a disk error, a
+// tool, a hand — is ErrCorrupt naming the file and the blob. A plain file in the snapshot (a
+// copy rather than a link) has no etag to check and passes.
+func (c *Client) checkCached(ctx context.Context, repo Repo, filename, pointer string) error {
+	if c.cfg.TrustCache {
+		return nil
+	}
+	target, err := os.Readlink(pointer)
+	if err != nil {
+		return nil // not a link: nothing to check it against
+	}
+	etag := filepath.Base(target)
+	blob := filepath.Join(filepath.Dir(pointer), target)
+	ok, got, kind, err := verifyBlob(ctx, blob, etag)
+	if err != nil {
+		return fmt.Errorf("hub: %s file %q: %w", repo.describe(), filename, err)
+	}
+	if kind != "" && !ok {
+		return fmt.Errorf("%w: %s file %q: the cached blob %s has %s %s; delete it and download again (online, gotpu does so itself)",
+			ErrCorrupt, repo.describe(), filename, blob, kind, got)
+	}
+	return nil
 }
 
 // recordMissing writes the .no_exist marker and the ref for a file the Hub said is missing at

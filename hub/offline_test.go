@@ -119,18 +119,6 @@ func TestNoExistMarker(t *testing.T) {
 	}
 }
 
-// closedEndpoint returns the URL of a local port that refuses connections.
-func closedEndpoint(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
-}
-
 // TestConnectionRefusedFallsBack: with the Hub unreachable, cached files are served (with a
 // warning), uncached ones are ErrNotCached carrying the network error.
 func TestConnectionRefusedFallsBack(t *testing.T) {
@@ -143,7 +131,7 @@ func TestConnectionRefusedFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c, logs := newClient(t, srv, withCache(online.CacheDir()), func(cfg *Config) { cfg.Endpoint = closedEndpoint(t) })
+	c, logs := newClient(t, srv, withCache(online.CacheDir()), func(cfg *Config) { cfg.Endpoint = hubtest.ClosedURL(t) })
 	ctx := context.Background()
 	if p, err := c.Download(ctx, testRepo, "config.json"); err != nil || p != want {
 		t.Errorf("Download with the Hub down = %q, %v; want the cached %q", p, err, want)

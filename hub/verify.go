@@ -12,8 +12,8 @@ import (
 
 // Verify re-hashes every blob linked from the cached snapshot of repo's revision and reports
 // each file whose blob is missing, has the wrong hash, or whose link leads outside the repo's
-// blobs/: ErrCorrupt naming the file (several are joined). Download trusts a cached blob of the
-// right size, as huggingface_hub does; Verify is the slow check for when that is not enough.
+// blobs/: ErrCorrupt naming the file (several are joined). Download re-hashes only the files it
+// returns (unless Config.TrustCache); Verify checks a whole snapshot at once.
 // It reads only the cache (no request), and stops when ctx is done.
 func (c *Client) Verify(ctx context.Context, repo Repo) error {
 	if err := repo.validate(); err != nil {

@@ -14,27 +14,6 @@ import (
 	"github.com/gotpu/gotpu/models/internal/reftest"
 )
 
-// readDir reads a model directory's files into the map hubtest.AddRepo takes.
-func readDir(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[e.Name()] = b
-	}
-	return files
-}
-
 func testHub(t *testing.T, s *hubtest.Server, offline bool) *hub.Client {
 	t.Helper()
 	cfg := hub.DefaultConfig()
@@ -61,7 +40,7 @@ func TestLoadFromHubSharded(t *testing.T) {
 	if err := local.Save(sharded, SaveOptions{MaxShardSize: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
-	files := readDir(t, sharded)
+	files := hubtest.DirFiles(t, sharded)
 	nShards := 0
 	for name := range files {
 		if strings.HasPrefix(name, "model-") {
@@ -96,7 +75,7 @@ func TestLoadFromHubSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(readDir(t, dir)); got != nShards+2 {
+	if got := len(hubtest.DirFiles(t, dir)); got != nShards+2 {
 		t.Errorf("snapshot holds %d files: want %d shards, the index and config.json", got, nShards)
 	}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,39 +70,6 @@ func textParquet(t *testing.T, texts []string, rowGroup int) []byte {
 	return raw
 }
 
-// dirFiles reads every file of a directory (one level) into a map, as AddRepo takes it.
-func dirFiles(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[e.Name()] = b
-	}
-	return files
-}
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // fakeHub serves org/tiny-gpt2 (a tiny GPT-2 with the real GPT-2 tokenizer.json) and the
 // dataset org/tiny-text laid out as datasets.push_to_hub writes it (data/{split}-00000-of-00001.parquet).
 func fakeHub(t *testing.T) *hubtest.Server {
@@ -111,7 +77,7 @@ func fakeHub(t *testing.T) *hubtest.Server {
 	modelDir := filepath.Join(t.TempDir(), "model")
 	makeTinyGPT2Dir(t, modelDir)
 	s := hubtest.New(t)
-	s.AddRepo("model", "org/tiny-gpt2", dirFiles(t, modelDir), hubtest.RepoOptions{})
+	s.AddRepo("model", "org/tiny-gpt2", hubtest.DirFiles(t, modelDir), hubtest.RepoOptions{})
 	texts := corpusTexts(t)
 	s.AddRepo("dataset", "org/tiny-text", map[string][]byte{
 		"data/train-00000-of-00001.parquet":      textParquet(t, texts[:120], 32),
@@ -124,7 +90,7 @@ func fakeHub(t *testing.T) *hubtest.Server {
 // port, so that any request for anything but the local hub fails (Go's proxy rules leave
 // loopback alone).
 func hubEnv(t *testing.T, s *hubtest.Server, cache string) []string {
-	proxy := "http://" + closedPort(t)
+	proxy := hubtest.ClosedURL(t)
 	return []string{"HF_ENDPOINT=" + s.URL(), "HF_HUB_CACHE=" + cache, "HF_HOME=" + filepath.Join(t.TempDir(), "hfhome"),
 		"HF_TOKEN=", "HF_HUB_OFFLINE=", "HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "ALL_PROXY=" + proxy,
 		"http_proxy=" + proxy, "https_proxy=" + proxy, "NO_PROXY=", "no_proxy="}

@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,7 +139,7 @@ func runGotpu(t *testing.T, s *hubtest.Server, env []string, args ...string) (st
 	ctx, cancel := context.WithTimeout(context.Background(), childTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	proxy := "http://" + closedPort(t)
+	proxy := hubtest.ClosedURL(t)
 	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+s.URL(), "HF_HOME="+t.TempDir(), "HF_HUB_CACHE=", "HF_TOKEN=",
 		"HF_HUB_OFFLINE=", "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy,
 		"NO_PROXY=", "no_proxy=")
@@ -156,18 +155,6 @@ func runGotpu(t *testing.T, s *hubtest.Server, env []string, args ...string) (st
 		t.Fatalf("running gotpu %v: %v", args, err)
 	}
 	return stdout.String(), stderr.String(), 0
-}
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // newClient is a hub.Client on cache and the fake Hub s, logging to the test.
