@@ -92,6 +92,12 @@ func (r *runArgs) datasetSplits(ctx context.Context, wantTrain, wantEval bool) (
 	if evalSplit == "" && wantEval && slices.Contains(resolved.SplitNames(), "validation") {
 		evalSplit = "validation"
 	}
+	if evalSplit == "" && wantEval && r.md.ValidationSplitPercentage != nil && *r.md.ValidationSplitPercentage > 0 {
+		// run_clm carves train[:N%] out as validation here; gotpu does not split a split, and
+		// must not pretend to by evaluating nothing.
+		return nil, nil, cli.UsageError("--validation_split_percentage: %s has no validation split and gotpu does not carve one out of train; "+
+			"name one with --validation_split (splits: %s)", name, strings.Join(resolved.SplitNames(), ", "))
+	}
 	if evalSplit != "" {
 		if eval, err = pick(evalSplit); err != nil {
 			return nil, nil, err
