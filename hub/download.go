@@ -302,7 +302,7 @@ func (c *Client) receive(ctx context.Context, f *os.File, v *verifier, meta file
 	}
 	var bar *progress.Bar
 	if pw != nil {
-		bar = progress.NewWithOptions(pw, progress.Options{Total: meta.size, Initial: have, Terminal: progress.IsTerminal(pw)})
+		bar = progress.NewWithOptions(pw, progress.Options{Total: meta.size, Initial: have, Terminal: progress.IsTerminal(pw), Bytes: true})
 		bar.SetPostfix(filename)
 		defer bar.Close()
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// Width caps the drawn line in columns (a longer line would wrap and defeat the carriage
 	// return that redraws it); 0 means $COLUMNS, else DefaultWidth.
 	Width int
+	// Bytes counts bytes as huggingface_hub's download bars do (tqdm's unit="B",
+	// unit_scale=True, unit_divisor=1024): counts as "1.42M/3.15M", the rate as "5.23MB/s".
+	Bytes bool
 }
 
 // Bar is a progress line. Create it with New or NewWithOptions.
@@ -184,7 +187,16 @@ func (b *Bar) render(now time.Time) string {
 		rate = float64(done) / elapsed
 	}
 	rateText := "?it/s"
+	count := func(n int64) string { return strconv.FormatInt(n, 10) }
 	switch {
+	case b.opt.Bytes:
+		// tqdm scales counts by unit_divisor (1024) but its rate by 1000 (format_meter calls
+		// format_sizeof(rate) with the default divisor).
+		count = func(n int64) string { return formatSizeof(float64(n), 1024) }
+		rateText = "?B/s"
+		if rate > 0 {
+			rateText = formatSizeof(rate, 1000) + "B/s"
+		}
 	case rate >= 1:
 		rateText = fmt.Sprintf("%5.2fit/s", rate)
 	case rate > 0:
@@ -196,15 +208,37 @@ func (b *Bar) render(now time.Time) string {
 	}
 	total := b.opt.Total
 	if total <= 0 {
-		return fmt.Sprintf("%dit [%s, %s%s]", b.n, FormatInterval(elapsed), rateText, postfix)
+		unit := "it"
+		if b.opt.Bytes {
+			unit = "B"
+		}
+		return fmt.Sprintf("%s%s [%s, %s%s]", count(b.n), unit, FormatInterval(elapsed), rateText, postfix)
 	}
 	frac := min(max(float64(b.n)/float64(total), 0), 1)
 	remaining := "?"
 	if rate > 0 {
 		remaining = FormatInterval(max(float64(total-b.n), 0) / rate)
 	}
-	return fmt.Sprintf("%3.0f%%|%s| %d/%d [%s<%s, %s%s]", math.RoundToEven(frac*100), bar(frac),
-		b.n, total, FormatInterval(elapsed), remaining, rateText, postfix)
+	return fmt.Sprintf("%3.0f%%|%s| %s/%s [%s<%s, %s%s]", math.RoundToEven(frac*100), bar(frac),
+		count(b.n), count(total), FormatInterval(elapsed), remaining, rateText, postfix)
+}
+
+// formatSizeof writes n as tqdm's format_sizeof does: three significant digits and a prefix
+// (k, M, G, …) per power of divisor, e.g. 3145728 with 1024 → "3.00M", 1500 → "1.46k".
+func formatSizeof(n, divisor float64) string {
+	for _, unit := range []string{"", "k", "M", "G", "T", "P", "E", "Z"} {
+		if math.Abs(n) < 999.5 {
+			switch {
+			case math.Abs(n) < 9.995:
+				return fmt.Sprintf("%1.2f%s", n, unit)
+			case math.Abs(n) < 99.95:
+				return fmt.Sprintf("%2.1f%s", n, unit)
+			}
+			return fmt.Sprintf("%3.0f%s", n, unit)
+		}
+		n /= divisor
+	}
+	return fmt.Sprintf("%3.1fY", n)
 }
 
 // barCells is the bar's width in cells; barSyms are tqdm's eighth-block symbols, empty to full.
