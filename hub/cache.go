@@ -90,7 +90,7 @@ func (rc repoCache) readRef(rev string) (string, error) {
 		return "", fmt.Errorf("hub: reading ref %s: %w", p, err)
 	}
 	commit := strings.TrimSpace(string(b))
-	if !isCommit(commit) {
+	if !IsCommit(commit) {
 		return "", fmt.Errorf("%w: ref file %s holds %q, not a 40-hex commit", ErrCorrupt, p, sanitize(commit, 80))
 	}
 	return commit, nil
@@ -124,7 +124,7 @@ func (rc repoCache) writeRef(rev, commit string) error {
 // resolveCached maps a revision to a commit with the cache alone: a commit is itself, a branch
 // or tag is what refs/ recorded ("" when nothing is recorded).
 func (rc repoCache) resolveCached(rev string) (string, error) {
-	if isCommit(rev) {
+	if IsCommit(rev) {
 		return rev, nil
 	}
 	return rc.readRef(rev)

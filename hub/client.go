@@ -142,7 +142,7 @@ func (c *Client) headFile(ctx context.Context, repo Repo, filename string) (file
 	what := fmt.Sprintf("%s file %q", repo.describe(), filename)
 	if resp.StatusCode >= 400 {
 		commit := resp.Header.Get("X-Repo-Commit")
-		if !isCommit(commit) {
+		if !IsCommit(commit) {
 			commit = ""
 		}
 		return fileMeta{}, commit, httpError(resp, what)
@@ -162,7 +162,7 @@ func (c *Client) headFile(ctx context.Context, repo Repo, filename string) (file
 func parseFileMeta(h http.Header, reqURL *url.URL) (fileMeta, error) {
 	var m fileMeta
 	m.commit = h.Get("X-Repo-Commit")
-	if !isCommit(m.commit) {
+	if !IsCommit(m.commit) {
 		return m, fmt.Errorf("X-Repo-Commit %q is not a 40-hex commit", sanitize(m.commit, 80))
 	}
 	etag := h.Get("X-Linked-Etag")

@@ -42,7 +42,7 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 		return c.checkedCachedFile(ctx, repo, filename, errOffline)
 	}
 	rc := c.repoCache(repo)
-	if isCommit(repo.Revision) {
+	if IsCommit(repo.Revision) {
 		// A commit never changes: a linked file is the file (huggingface_hub's shortcut),
 		// once its blob still hashes to its etag.
 		if p := rc.pointerPath(repo.Revision, filename); exists(p) {

@@ -54,7 +54,7 @@ func FuzzParseRepoInfo(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !isCommit(commit) {
+		if !IsCommit(commit) {
 			t.Fatalf("commit %q accepted", commit)
 		}
 		for _, f := range files {
@@ -95,7 +95,7 @@ func FuzzFileMeta(f *testing.F) {
 			}
 			return
 		}
-		if !isCommit(m.commit) || !validEtag(m.etag) || m.size < 0 {
+		if !IsCommit(m.commit) || !validEtag(m.etag) || m.size < 0 {
 			t.Fatalf("accepted %+v", m)
 		}
 		if m.location != "" {

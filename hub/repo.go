@@ -154,9 +154,10 @@ func validateRevision(rev string) error {
 	return nil
 }
 
-// isCommit reports whether rev is a full commit sha as the Hub writes it (huggingface_hub's
-// REGEX_COMMIT_HASH: 40 lowercase hex digits).
-func isCommit(rev string) bool { return isHex(rev, 40) }
+// IsCommit reports whether rev is a full commit sha as the Hub writes it (huggingface_hub's
+// REGEX_COMMIT_HASH: 40 lowercase hex digits): one immutable snapshot, not a branch or tag that
+// may move.
+func IsCommit(rev string) bool { return isHex(rev, 40) }
 
 func isHex(s string, n int) bool {
 	if len(s) != n {

@@ -49,7 +49,7 @@ func parseRepoInfo(data []byte, what string) (commit string, files []string, err
 	if err := json.Unmarshal(data, &info); err != nil {
 		return "", nil, fmt.Errorf("%w: %s: malformed API answer: %w", ErrCorrupt, what, err)
 	}
-	if !isCommit(info.SHA) {
+	if !IsCommit(info.SHA) {
 		return "", nil, fmt.Errorf("%w: %s: API answer field sha %q is not a 40-hex commit", ErrCorrupt, what, sanitize(info.SHA, 80))
 	}
 	files = make([]string, 0, len(info.Siblings))
@@ -232,7 +232,7 @@ func (c *Client) FileExists(ctx context.Context, repo Repo, filename string) (bo
 	if c.cfg.Offline {
 		return c.existsCached(rc, repo, filename, errOffline)
 	}
-	if isCommit(repo.Revision) {
+	if IsCommit(repo.Revision) {
 		if exists(rc.pointerPath(repo.Revision, filename)) {
 			return true, nil
 		}

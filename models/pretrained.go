@@ -2,20 +2,14 @@ package models
 
 import (
 	stdctx "context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/models/internal/core"
 )
-
-// maxIndexBytes bounds model.safetensors.index.json read from the Hub (Llama 3 405B's is ~100 KB).
-const maxIndexBytes = 16 << 20
 
 // ResolvePretrained returns the local directory that holds nameOrPath, as transformers'
 // from_pretrained finds it: an existing directory wins (even when its name is also a valid repo
@@ -64,7 +58,7 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 	}
 	// From here on the files must come from the commit config.json came from, even if the
 	// branch moves while the shards download.
-	if commit := filepath.Base(dir); isCommitHash(commit) {
+	if commit := filepath.Base(dir); hub.IsCommit(commit) {
 		repo.Revision = commit
 	}
 	_, err = c.Download(ctx, repo, core.WeightsFile)
@@ -81,7 +75,7 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 	if err != nil {
 		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
 	}
-	shards, err := indexShards(indexPath)
+	_, shards, err := core.ReadShardIndex(indexPath)
 	if err != nil {
 		return "", err
 	}
@@ -101,39 +95,6 @@ type HubOptions struct {
 	Revision string
 }
 
-// indexShards reads the shard file names of model.safetensors.index.json, refusing any that is not
-// a plain file name (an index must never make gotpu fetch or read outside the model directory).
-func indexShards(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > maxIndexBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d an index may have", path, st.Size(), maxIndexBytes)
-	}
-	var idx struct {
-		WeightMap map[string]string `json:"weight_map"`
-	}
-	if err := json.NewDecoder(f).Decode(&idx); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(idx.WeightMap) == 0 {
-		return nil, fmt.Errorf("%s: field \"weight_map\" is missing or empty", path)
-	}
-	var shards []string
-	for _, s := range idx.WeightMap {
-		if s == "" || s != filepath.Base(s) || s == "." || s == ".." || strings.ContainsAny(s, `/\`) {
-			return nil, fmt.Errorf("%s: weight_map names shard %q, which is not a file name in the model directory", path, s)
-		}
-		if !slices.Contains(shards, s) {
-			shards = append(shards, s)
-		}
-	}
-	slices.Sort(shards)
-	return shards, nil
-}
-
 // noSafetensors is the error for a repo without safetensors weights, naming the pickle file it has
 // instead when there is one.
 func noSafetensors(ctx stdctx.Context, c *hub.Client, repo hub.Repo) error {
@@ -146,16 +107,4 @@ func noSafetensors(ctx stdctx.Context, c *hub.Client, repo hub.Repo) error {
 		}
 	}
 	return fmt.Errorf("model %s: the repo has neither %s nor %s: %w", repo.ID, core.WeightsFile, core.WeightsIndex, hub.ErrEntryNotFound)
-}
-
-func isCommitHash(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for _, r := range s {
-		if !strings.ContainsRune("0123456789abcdef", r) {
-			return false
-		}
-	}
-	return true
 }

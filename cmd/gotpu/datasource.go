@@ -121,36 +121,13 @@ func isTableSource(s *dataSource) (bool, error) {
 	case ".txt":
 		return false, nil
 	case ".json", ".jsonl":
-		arr, err := startsWithArray(path)
+		arr, err := table.IsJSONArray(path)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", s.what, err)
 		}
 		return arr, nil
 	}
 	return true, nil
-}
-
-// startsWithArray tells whether a JSON file holds one top-level array (rather than JSON lines).
-func startsWithArray(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		n, err := f.Read(buf)
-		for _, b := range buf[:n] {
-			switch b {
-			case ' ', '\t', '\r', '\n', 0xEF, 0xBB, 0xBF: // white space and a UTF-8 BOM
-				continue
-			}
-			return b == '[', nil
-		}
-		if err != nil {
-			return false, nil
-		}
-	}
 }
 
 // openTables opens every file of a source; the caller closes them.
@@ -220,9 +197,10 @@ func tableDocuments(ctx context.Context, ts []*table.Table, column string) data.
 
 // tableExamples stores the pre-tokenized rows of every table (input_ids, and attention_mask,
 // token_type_ids and labels when present) in a disk-backed data.TokenStore under dir, streaming
-// them row group by row group: memory stays bounded however large the files.
-func tableExamples(ctx context.Context, ts []*table.Table, what, dir string, maxSeq int) (*data.TokenStore, error) {
-	b, err := data.NewTokenStoreBuilder(data.StoreOptions{Dir: dir, MaxSeqLength: maxSeq, Source: what})
+// them row group by row group: memory stays bounded however large the files. The store's file
+// lives in the system's temporary directory, unlinked at creation.
+func tableExamples(ctx context.Context, ts []*table.Table, what string, maxSeq int) (*data.TokenStore, error) {
+	b, err := data.NewTokenStoreBuilder(data.StoreOptions{MaxSeqLength: maxSeq, Source: what})
 	if err != nil {
 		return nil, err
 	}
@@ -245,9 +223,8 @@ func tableExamples(ctx context.Context, ts []*table.Table, what, dir string, max
 
 // openTableDataset prepares a tabular source the way run_clm.py does: pre-tokenized rows
 // (an input_ids column, unless --text_column_name names the text to use) as they are, else the
-// text column tokenized and grouped into blocks.
-// Spill files (the token store, grouped blocks beyond memory) live in a temporary directory that
-// the returned close function removes.
+// text column tokenized and grouped into blocks. Spill files (the token store, grouped blocks
+// beyond memory) are unlinked temporary files; the returned close function releases them.
 func (r *runArgs) openTableDataset(ctx context.Context, s *dataSource, model models.Model) (data.Dataset, func(), error) {
 	lm, causal := model.(models.CausalLM)
 	if !causal {
@@ -262,40 +239,30 @@ func (r *runArgs) openTableDataset(ctx context.Context, s *dataSource, model mod
 	if len(ts) == 0 {
 		return nil, nil, fmt.Errorf("%s: no data files", s.what)
 	}
-	tmp, err := os.MkdirTemp("", "gotpu-data-")
-	if err != nil {
-		return nil, nil, err
-	}
-	cleanup := func() { os.RemoveAll(tmp) }
 	if hasColumn(ts[0], "input_ids") && stringOr(r.md.TextColumnName, "") == "" {
-		store, err := tableExamples(ctx, ts, s.what, tmp, lm.MaxPositions())
+		store, err := tableExamples(ctx, ts, s.what, lm.MaxPositions())
 		if err != nil {
-			cleanup()
 			return nil, nil, fmt.Errorf("%s: %w", s.what, err)
 		}
-		return store, func() { store.Close(); cleanup() }, nil
+		return store, func() { store.Close() }, nil
 	}
 	tok, err := r.tokenizer(ctx)
 	if err != nil {
-		cleanup()
 		return nil, nil, fmt.Errorf("%s is text: %w", s.what, err)
 	}
-	blocks, err := r.groupTexts(ctx, tok, tableDocuments(ctx, ts, r.tableTextColumn(ts[0])), lm, tmp)
+	blocks, err := r.groupTexts(ctx, tok, tableDocuments(ctx, ts, r.tableTextColumn(ts[0])), lm)
 	if err != nil {
-		cleanup()
 		return nil, nil, fmt.Errorf("%s: %w", s.what, err)
 	}
-	return blocks, func() { blocks.Close(); cleanup() }, nil
+	return blocks, func() { blocks.Close() }, nil
 }
 
 // groupTexts is run_clm's tokenize + group_texts with --block_size (default min(1024,
-// n_positions)), spilling to dir beyond memory.
-func (r *runArgs) groupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs data.Documents, lm models.CausalLM, dir string) (*data.TokenBlocks, error) {
+// n_positions)), spilling to an unlinked temporary file beyond memory.
+func (r *runArgs) groupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs data.Documents, lm models.CausalLM) (*data.TokenBlocks, error) {
 	block := min(1024, lm.MaxPositions())
 	if r.md.BlockSize != nil && *r.md.BlockSize > 0 {
 		block = min(*r.md.BlockSize, lm.MaxPositions())
 	}
-	opts := data.DefaultGroupOptions()
-	opts.Dir = dir
-	return data.GroupTextsWith(ctx, tok, docs, block, true, opts)
+	return data.GroupTextsWith(ctx, tok, docs, block, true, data.DefaultGroupOptions())
 }

@@ -201,16 +201,11 @@ func (r *runArgs) openFileDataset(ctx context.Context, src *dataSource, model mo
 		if ext := strings.ToLower(filepath.Ext(path)); ext == ".jsonl" || ext == ".json" {
 			docs = data.JSONLTextField(path, stringOr(r.md.TextColumnName, "text"))
 		}
-		tmp, err := os.MkdirTemp("", "gotpu-data-")
+		blocks, err := r.groupTexts(ctx, tok, docs, lm)
 		if err != nil {
-			return nil, nil, nil, err
-		}
-		blocks, err := r.groupTexts(ctx, tok, docs, lm, tmp)
-		if err != nil {
-			os.RemoveAll(tmp)
 			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
 		}
-		return blocks, labels, func() { blocks.Close(); os.RemoveAll(tmp) }, nil
+		return blocks, labels, func() { blocks.Close() }, nil
 	}
 	textCol, pairCol := stringOr(r.md.TextColumnName, "sentence"), ""
 	if r.md.TextColumnNames != nil && *r.md.TextColumnNames != "" {

@@ -21,26 +21,52 @@ type jsonSource struct {
 	array bool
 }
 
+// firstJSONByte returns the first byte of r that is not a byte-order mark or whitespace: '['
+// for an array of objects, '{' for JSON lines.
+func firstJSONByte(r io.Reader) (byte, error) {
+	br := bufio.NewReader(&bomSkipper{r: r})
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c, nil
+		}
+	}
+}
+
+// IsJSONArray reports whether the JSON file at path holds one top-level array (rather than JSON
+// lines), by the rule Open uses: its first byte past a byte-order mark and whitespace is '['.
+// An empty file is not an array.
+func IsJSONArray(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("table: %w", err)
+	}
+	defer f.Close()
+	c, err := firstJSONByte(f)
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("table: %s: %w", path, err)
+	}
+	return c == '[', nil
+}
+
 func openJSON(t *Table) error {
 	f, err := os.Open(t.path)
 	if err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReader(&bomSkipper{r: f})
-	var first byte
-	for {
-		c, err := br.ReadByte()
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("table: %s: no JSON object in the file: %w", t.path, ErrCorrupt)
-		}
-		if err != nil {
-			return fmt.Errorf("table: %s: %w", t.path, err)
-		}
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			first = c
-			break
-		}
+	first, err := firstJSONByte(f)
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("table: %s: no JSON object in the file: %w", t.path, ErrCorrupt)
+	}
+	if err != nil {
+		return fmt.Errorf("table: %s: %w", t.path, err)
 	}
 	if first != '[' && first != '{' {
 		return fmt.Errorf("table: %s: starts with %q: neither JSON lines ({...}) nor an array of objects ([...]): %w", t.path, first, ErrCorrupt)

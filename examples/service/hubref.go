@@ -144,7 +144,7 @@ func checkSnapshotFile(cacheDir, p, file string) (string, error) {
 	}
 	commit := filepath.Base(snap)
 	repoDir := filepath.Dir(filepath.Dir(snap))
-	if !isCommitHash(commit) || filepath.Base(filepath.Dir(snap)) != "snapshots" || filepath.Dir(repoDir) != filepath.Clean(cacheDir) {
+	if !hub.IsCommit(commit) || filepath.Base(filepath.Dir(snap)) != "snapshots" || filepath.Dir(repoDir) != filepath.Clean(cacheDir) {
 		return bad("not in a snapshot of the cache")
 	}
 	realRepo, err := filepath.EvalSymlinks(repoDir)
@@ -159,18 +159,6 @@ func checkSnapshotFile(cacheDir, p, file string) (string, error) {
 		return bad("links outside its repo's folder of the cache")
 	}
 	return commit, nil
-}
-
-func isCommitHash(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for _, c := range s {
-		if !strings.ContainsRune("0123456789abcdef", c) {
-			return false
-		}
-	}
-	return true
 }
 
 // describe is the message for a failed fetch of file from repo (named given by the request):

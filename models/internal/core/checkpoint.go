@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,39 +85,61 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	return nil, fmt.Errorf("%s: no %s or %s", dir, WeightsFile, WeightsIndex)
 }
 
-// shardIndex is model.safetensors.index.json.
-type shardIndex struct {
+// ShardIndex is model.safetensors.index.json.
+type ShardIndex struct {
 	Metadata  map[string]any    `json:"metadata"`
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-func (ck *Checkpoint) openSharded(indexPath string) error {
-	b, err := os.ReadFile(indexPath)
+// maxIndexBytes bounds model.safetensors.index.json (Llama 3 405B's is ~100 KB).
+const maxIndexBytes = 16 << 20
+
+// ReadShardIndex reads model.safetensors.index.json and returns it with the shard file names it
+// lists, once each, sorted, refusing any that is not a plain file name: an index must never make
+// gotpu read (or fetch) outside the model directory.
+func ReadShardIndex(indexPath string) (idx ShardIndex, shards []string, err error) {
+	f, err := os.Open(indexPath)
 	if err != nil {
-		return err
+		return idx, nil, err
 	}
-	var idx shardIndex
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > maxIndexBytes {
+		return idx, nil, fmt.Errorf("%s: %d bytes, more than the %d an index may have", indexPath, st.Size(), maxIndexBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxIndexBytes+1))
+	if err != nil {
+		return idx, nil, err
+	}
 	if err := json.Unmarshal(b, &idx); err != nil {
-		return fmt.Errorf("%s: %w", indexPath, err)
+		return idx, nil, fmt.Errorf("%s: %w", indexPath, err)
 	}
 	if len(idx.WeightMap) == 0 {
-		return fmt.Errorf("%s: field \"weight_map\" is missing or empty", indexPath)
+		return idx, nil, fmt.Errorf("%s: field \"weight_map\" is missing or empty", indexPath)
 	}
-	// Open each shard once, in name order, refusing names that are not plain file names: a tensor
-	// index must never make gotpu read outside the model directory.
-	shardOf := map[string]*safetensors.File{}
-	var shards []string
-	for _, f := range idx.WeightMap {
-		if _, ok := shardOf[f]; !ok {
-			shardOf[f] = nil
-			shards = append(shards, f)
+	seen := map[string]bool{}
+	for _, s := range idx.WeightMap {
+		if !seen[s] {
+			seen[s] = true
+			shards = append(shards, s)
 		}
 	}
 	slices.Sort(shards)
 	for _, s := range shards {
 		if s == "" || s != filepath.Base(s) || s == "." || s == ".." || strings.ContainsAny(s, `/\`) {
-			return fmt.Errorf("%s: weight_map names shard %q, which is not a file name in the model directory", indexPath, s)
+			return idx, nil, fmt.Errorf("%s: weight_map names shard %q, which is not a file name in the model directory", indexPath, s)
 		}
+	}
+	return idx, shards, nil
+}
+
+func (ck *Checkpoint) openSharded(indexPath string) error {
+	idx, shards, err := ReadShardIndex(indexPath)
+	if err != nil {
+		return err
+	}
+	// Open each shard once, in name order.
+	shardOf := map[string]*safetensors.File{}
+	for _, s := range shards {
 		p := filepath.Join(ck.Dir, s)
 		if !fileExists(p) {
 			return fmt.Errorf("%s: weight_map points to shard %s, which does not exist", indexPath, p)
