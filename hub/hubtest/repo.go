@@ -120,7 +120,7 @@ func (s *Server) AddRepo(typ, id string, files map[string][]byte, opts RepoOptio
 		s.fail("hubtest: AddRepo: repo type %q is not model, dataset or space", typ)
 		return ""
 	}
-	if opts.Commit != "" && !IsCommit(opts.Commit) {
+	if opts.Commit != "" && !isCommit(opts.Commit) {
 		s.fail("hubtest: AddRepo %s: RepoOptions.Commit %q is not 40 lowercase hex digits", id, opts.Commit)
 		return ""
 	}
@@ -168,7 +168,7 @@ func (r *fakeRepo) resolveRev(rev string) *fakeCommit {
 	return r.commits[rev]
 }
 
-func IsCommit(s string) bool {
+func isCommit(s string) bool {
 	if len(s) != 40 {
 		return false
 	}
