@@ -86,3 +86,48 @@ type SequenceClassifier interface {
 	// NumLabels is the classifier width (HF's num_labels, len(id2label)).
 	NumLabels() int
 }
+
+// LinearLayer is one linear module (torch.nn.Linear or GPT-2's Conv1D) a LoRA adapter may target.
+type LinearLayer = core.LinearLayer
+
+// Adaptable is a model whose linear layers accept LoRA adapters (models/peft): every architecture
+// here implements it.
+type Adaptable interface {
+	Model
+	// LinearLayers lists the linear modules in state-dict order, by in-model HF name
+	// ("model.layers.0.self_attn.q_proj", "transformer.h.0.attn.c_attn").
+	LinearLayers() []LinearLayer
+}
+
+// Frozen is a model whose context holds variables that training reads but never changes: the base
+// weights under a LoRA adapter. The training step takes no gradients of them, keeps no optimizer
+// state for them and leaves them out of checkpoints, which hold only what Params lists (and the
+// RNG state).
+type Frozen interface {
+	Model
+	// FrozenParams lists the frozen parameters (Params lists the trained ones).
+	FrozenParams() []Param
+}
+
+// SavedForm names the two files a model's checkpoints hold its trained weights and its config in,
+// when they are not config.json and model.safetensors: a PEFT adapter's are adapter_config.json
+// and adapter_model.safetensors (its tensors keyed by Params' names).
+type SavedForm interface {
+	Model
+	// SavedFiles are the weights file and the config file names.
+	SavedFiles() (weights, config string)
+	// SavedConfig is the config file's content.
+	SavedConfig() ([]byte, error)
+}
+
+// SavedFiles returns the weights file, config file and config content a checkpoint of m holds:
+// SavedForm's, or model.safetensors and config.json.
+func SavedFiles(m Model) (weights, config string, cfg []byte, err error) {
+	if s, ok := m.(SavedForm); ok {
+		weights, config = s.SavedFiles()
+		cfg, err = s.SavedConfig()
+		return weights, config, cfg, err
+	}
+	cfg, err = m.Config().JSON()
+	return core.WeightsFile, core.ConfigFile, cfg, err
+}

@@ -238,4 +238,19 @@ type ModelDataArguments struct {
 	LabelColumnName           *string  `json:"label_column_name"`
 	MLMProbability            *float64 `json:"mlm_probability"`
 	LineByLine                *bool    `json:"line_by_line"`
+	// PEFT / LoRA, with TRL's ModelConfig names (PeftConfig turns them into a peft.LoraConfig):
+	// use_peft, lora_r (16), lora_alpha (32), lora_dropout (0.05), lora_target_modules (none:
+	// PEFT's default for the architecture; "all-linear"), lora_modules_to_save (refused),
+	// lora_task_type (CAUSAL_LM), use_rslora, use_dora (refused), and adapter_name_or_path: an
+	// adapter directory or Hub repo id to load on the base model (its config then wins).
+	UsePeft           *bool    `json:"use_peft"`
+	LoraR             *int     `json:"lora_r"`
+	LoraAlpha         *float64 `json:"lora_alpha"`
+	LoraDropout       *float64 `json:"lora_dropout"`
+	LoraTargetModules []string `json:"lora_target_modules"`
+	LoraModulesToSave []string `json:"lora_modules_to_save"`
+	LoraTaskType      *string  `json:"lora_task_type"`
+	UseRSLoRA         *bool    `json:"use_rslora"`
+	UseDoRA           *bool    `json:"use_dora"`
+	AdapterNameOrPath *string  `json:"adapter_name_or_path"`
 }

@@ -41,6 +41,10 @@ type BudgetRequest struct {
 	// OnHost says the devices are the host's memory (the pure-Go backend); CheckBudget sets it
 	// from the runtime.
 	OnHost bool
+	// TrainableParams is the number of trained parameter elements when only some are trained (a
+	// LoRA adapter's, float32, beside a frozen base the config describes); 0: all of them.
+	// Gradients and optimizer state are counted for these only.
+	TrainableParams int64
 	// Allocated is how many of the estimated bytes are already allocated on the host and so no
 	// longer counted as available (trainer.New passes the model's parameters on the pure-Go
 	// backend).
@@ -154,14 +158,24 @@ func EstimateMemory(req BudgetRequest) (MemoryEstimate, error) {
 	var c membudget.Acc
 	est := MemoryEstimate{Replicas: int(replicas)}
 	est.Parameters = c.Mul(fp.Params, paramBytes)
+	trained := fp.Params
+	if req.TrainableParams > 0 {
+		// An adapter: float32 tensors beside the frozen base, the only ones with gradients and
+		// optimizer state (Adafactor's factored state is bounded by AdamW's there).
+		trained = req.TrainableParams
+		est.Parameters = c.Add(est.Parameters, c.Mul(trained, 4))
+	}
 	gradSets := int64(1)
 	if a.GradientAccumulationSteps > 1 {
 		gradSets = 2
 	}
-	est.Gradients = c.Mul(fp.Params, 4, gradSets)
-	if a.Adafactor || a.Optim == "adafactor" {
+	est.Gradients = c.Mul(trained, 4, gradSets)
+	switch {
+	case req.TrainableParams > 0:
+		est.Optimizer = c.Mul(trained, 8)
+	case a.Adafactor || a.Optim == "adafactor":
 		est.Optimizer = c.Mul(fp.AdafactorState, 4)
-	} else {
+	default:
 		est.Optimizer = c.Mul(fp.Params, 8)
 	}
 
@@ -333,17 +347,28 @@ func (t *Trainer) checkBudget() error {
 	for _, s := range t.collator.Shapes(max(t.args.PerDeviceTrainBatchSize, t.args.PerDeviceEvalBatchSize)) {
 		req.SeqLen = max(req.SeqLen, s[1])
 	}
-	var elems, bytes int64
-	for _, p := range t.model.Params() {
-		n := int64(p.NumElements())
-		size := int64(4)
-		if v := t.model.Context().GetVariableByScopeAndName(p.Scope(), p.Var()); v != nil {
-			size = int64(v.Shape().DType.Size())
+	sizeOf := func(ps []models.Param) (elems, bytes int64) {
+		for _, p := range ps {
+			n := int64(p.NumElements())
+			size := int64(4)
+			if v := t.model.Context().GetVariableByScopeAndName(p.Scope(), p.Var()); v != nil {
+				size = int64(v.Shape().DType.Size())
+			}
+			elems += n
+			bytes += n * size
 		}
-		elems += n
-		bytes += n * size
+		return elems, bytes
 	}
-	if elems > 0 {
+	elems, bytes := sizeOf(t.model.Params())
+	if f, ok := t.model.(models.Frozen); ok {
+		// The config describes the frozen base; the trained parameters are the adapter's.
+		req.TrainableParams = elems
+		fe, fb := sizeOf(f.FrozenParams())
+		elems, bytes = fe, fb+bytes
+		if fe > 0 {
+			req.ParamBytes = int((fb + fe - 1) / fe)
+		}
+	} else if elems > 0 {
 		req.ParamBytes = int((bytes + elems - 1) / elems)
 	}
 	if t.rt.Kind() == xla.DeviceGo {

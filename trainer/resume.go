@@ -14,13 +14,14 @@ import (
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/internal/safetensors"
+	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/trainer/step"
 )
 
-// Files of a gotpu checkpoint beyond HF's model directory.
+// Files of a gotpu checkpoint beyond HF's model directory (or PEFT's adapter directory: the
+// weights and config files are the model's, models.SavedFiles).
 const (
-	modelFile     = "model.safetensors"
-	configFile    = "config.json"
 	optimizerFile = "optimizer.safetensors"
 	rngFile       = "rng_state.safetensors"
 	stateFile     = "trainer_state.json"
@@ -30,8 +31,12 @@ const (
 )
 
 // requiredFiles are what resume needs; a checkpoint without one of them is refused rather than
-// silently resumed from scratch.
-var requiredFiles = []string{modelFile, configFile, optimizerFile, rngFile, stateFile, schedulerFile, runFile}
+// silently resumed from scratch. weights and config are the model's (models.SavedFiles):
+// model.safetensors and config.json, or an adapter's adapter_model.safetensors and
+// adapter_config.json.
+func requiredFiles(weights, config string) []string {
+	return []string{weights, config, optimizerFile, rngFile, stateFile, schedulerFile, runFile}
+}
 
 // runState is what gotpu adds to HF's trainer_state.json for exact resume (gotpu_state.json).
 type runState struct {
@@ -136,7 +141,7 @@ func (t *Trainer) stagedSnapshot(src *step.StateSource, run runState) (checkpoin
 		part int
 		md   map[string]string
 	}{
-		{modelFile, step.PartParams, map[string]string{"format": "pt"}},
+		{t.weightsFile(), step.PartParams, map[string]string{"format": "pt"}},
 		{optimizerFile, step.PartOptimizer, map[string]string{"format": "gotpu", "step": fmt.Sprint(src.OptimizerStep)}},
 		{rngFile, step.PartOther, map[string]string{"format": "gotpu"}},
 	} {
@@ -163,7 +168,7 @@ func (t *Trainer) snapshot(st step.State, run runState) (checkpoint.Snapshot, er
 		ts   []step.HostTensor
 		md   map[string]string
 	}{
-		{modelFile, st.Params, map[string]string{"format": "pt"}},
+		{t.weightsFile(), st.Params, map[string]string{"format": "pt"}},
 		{optimizerFile, st.Optimizer, map[string]string{"format": "gotpu", "step": fmt.Sprint(st.OptimizerStep)}},
 		{rngFile, st.Other, map[string]string{"format": "gotpu"}},
 	} {
@@ -179,9 +184,9 @@ func (t *Trainer) snapshot(st step.State, run runState) (checkpoint.Snapshot, er
 // snapshotWith completes a snapshot of the current step around its tensor files.
 func (t *Trainer) snapshotWith(files []checkpoint.File, optimizerStep int, run runState) (checkpoint.Snapshot, error) {
 	run.OptimizerStep = optimizerStep
-	cfg, err := t.model.Config().JSON()
+	_, configName, cfg, err := models.SavedFiles(t.model)
 	if err != nil {
-		return checkpoint.Snapshot{}, fmt.Errorf("trainer: config.json: %w", err)
+		return checkpoint.Snapshot{}, fmt.Errorf("trainer: %s: %w", configName, err)
 	}
 	snap := checkpoint.Snapshot{Step: t.state.GlobalStep, Files: files}
 	sched, err := t.args.Schedule(t.state.MaxSteps)
@@ -193,7 +198,7 @@ func (t *Trainer) snapshotWith(files []checkpoint.File, optimizerStep int, run r
 		BaseLRs: []float64{base}, LastLR: []float64{sched.LR(t.state.GlobalStep)}}, "", "  ")
 	rj, _ := json.MarshalIndent(run, "", "  ")
 	snap.Files = append(snap.Files,
-		checkpoint.File{Name: configFile, Data: cfg},
+		checkpoint.File{Name: configName, Data: cfg},
 		checkpoint.File{Name: stateFile, Data: t.state.MarshalHF()},
 		checkpoint.File{Name: argsFile, Data: t.args.ToJSON()},
 		checkpoint.File{Name: schedulerFile, Data: append(sj, '\n')},
@@ -229,7 +234,11 @@ func (t *Trainer) resolveResume() (string, error) {
 // (bestCheckpointDir), and the hyper-parameter search fields are dropped (dropTrialFields).
 // Every check runs before the state is imported, so a refused checkpoint changes nothing.
 func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
-	ck, err := checkpoint.Open(dir, requiredFiles...)
+	weights, config, _, err := models.SavedFiles(t.model)
+	if err != nil {
+		return runState{}, err
+	}
+	ck, err := checkpoint.Open(dir, requiredFiles(weights, config)...)
 	if err != nil {
 		return runState{}, fmt.Errorf("trainer: resume_from_checkpoint: %w", err)
 	}
@@ -260,7 +269,7 @@ func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
 		name string
 		dst  *[]step.HostTensor
 		md   *map[string]string
-	}{{modelFile, &st.Params, nil}, {optimizerFile, &st.Optimizer, &optMeta}, {rngFile, &st.Other, nil}} {
+	}{{weights, &st.Params, nil}, {optimizerFile, &st.Optimizer, &optMeta}, {rngFile, &st.Other, nil}} {
 		hs, md, err := readTensors(ck, f.name)
 		if err != nil {
 			return runState{}, err
@@ -283,16 +292,20 @@ func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
 	t.dropTrialFields(ts, filepath.Join(dir, stateFile))
 	// The weights must fit the model being trained (its config): name the file when not.
 	shapes := map[string][]int{}
+	what := t.model.Architecture()
+	if _, ok := peft.Of(t.model); ok {
+		what += " adapter"
+	}
 	for _, p := range t.model.Params() {
 		shapes[p.Name] = p.Shape
 	}
 	for _, h := range st.Params {
 		want, ok := shapes[h.Name]
 		if !ok {
-			return runState{}, fmt.Errorf("trainer: %s: tensor %s is not a parameter of this %s", filepath.Join(dir, modelFile), h.Name, t.model.Architecture())
+			return runState{}, fmt.Errorf("trainer: %s: tensor %s is not a parameter of this %s", filepath.Join(dir, weights), h.Name, what)
 		}
 		if !slices.Equal(want, h.Shape) {
-			return runState{}, fmt.Errorf("trainer: %s: %s has shape %v, the model's config gives %v", filepath.Join(dir, modelFile), h.Name, h.Shape, want)
+			return runState{}, fmt.Errorf("trainer: %s: %s has shape %v, the model's config gives %v", filepath.Join(dir, weights), h.Name, h.Shape, want)
 		}
 	}
 	if err := t.stepper.ImportState(st); err != nil {
@@ -468,4 +481,11 @@ func readTensors(ck *checkpoint.Checkpoint, name string) ([]step.HostTensor, map
 		out = append(out, step.HostTensor{Name: info.Name, DType: d, Shape: info.Shape, Bytes: data[info.Begin:info.End:info.End]})
 	}
 	return out, h.Metadata, nil
+}
+
+// weightsFile is the checkpoint file of the trained weights: model.safetensors, or an adapter's
+// adapter_model.safetensors.
+func (t *Trainer) weightsFile() string {
+	w, _, _, _ := models.SavedFiles(t.model)
+	return w
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/trainer/step"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -44,6 +45,10 @@ type Options struct {
 	// read, collated and transferred inside the loop (no prefetch), and each step's results
 	// are read as soon as it is dispatched, so host and device take turns. Results are the same.
 	Lockstep bool
+	// PeftConfig attaches a new LoRA adapter (models/peft) to the model, initialised from
+	// TrainingArguments.seed, and trains only it (TRL's peft_config). An adapter attached
+	// beforehand (peft.New, peft.Load) is trained the same way without it.
+	PeftConfig *peft.LoraConfig
 }
 
 // Trainer trains and evaluates a models.Model with Hugging Face Trainer semantics. It is not safe
@@ -93,6 +98,18 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	}
 	if err := args.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.PeftConfig != nil {
+		// TRL's SFTTrainer(peft_config=...): the trainer attaches a new adapter, drawn from the
+		// run's seed, and trains only it.
+		if _, ok := peft.Of(model); ok {
+			return nil, errors.New("trainer.Options.PeftConfig: the model already has an adapter")
+		}
+		adapted, err := peft.New(context.Background(), opts.Runtime, model, *opts.PeftConfig, peft.Options{Seed: uint64(args.Seed), Log: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("trainer.Options.PeftConfig: %w", err)
+		}
+		model = adapted
 	}
 	replicas := opts.Runtime.NumDevices()
 	if args.NumDevices > 0 {
@@ -169,6 +186,9 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if t.stepper, err = step.New(opts.Runtime, model, t.stepCfg); err != nil {
 		return nil, err
 	}
+	trainable, all := t.ParamCounts()
+	t.log.Info("parameters", "trainable", trainable, "all", all,
+		"trainable_percent", 100*float64(trainable)/float64(max(all, 1)), "optimizer_state_bytes", t.OptimizerStateBytes())
 	return t, nil
 }
 
@@ -295,7 +315,7 @@ func (t *Trainer) Close() error {
 // the architecture's dimensions; MFU is then a slight underestimate).
 func (t *Trainer) flopsPerToken() float64 {
 	n := 0
-	for _, p := range t.model.Params() {
+	for _, p := range allParams(t.model) {
 		n += p.NumElements()
 	}
 	return TrainingFLOPsPerToken(n, 0, 0, 0)
@@ -305,7 +325,7 @@ func (t *Trainer) flopsPerToken() float64 {
 // num_parameters(exclude_embeddings=True) does for total_flos.
 func (t *Trainer) nonEmbeddingParams() int64 {
 	var n int64
-	for _, p := range t.model.Params() {
+	for _, p := range allParams(t.model) {
 		if strings.Contains(p.Name, "embed") || strings.Contains(p.Name, ".wte.") || strings.Contains(p.Name, ".wpe.") ||
 			strings.HasPrefix(p.Name, "wte.") || strings.HasPrefix(p.Name, "wpe.") {
 			continue
@@ -314,6 +334,32 @@ func (t *Trainer) nonEmbeddingParams() int64 {
 	}
 	return n
 }
+
+// allParams are the model's trained parameters and its frozen ones (a LoRA run's base weights),
+// which every token's forward and backward pass goes through all the same.
+func allParams(m models.Model) []models.Param {
+	ps := m.Params()
+	if f, ok := m.(models.Frozen); ok {
+		ps = append(ps, f.FrozenParams()...)
+	}
+	return ps
+}
+
+// ParamCounts are the trained parameters and all of them (PEFT's print_trainable_parameters).
+func (t *Trainer) ParamCounts() (trainable, all int64) {
+	for _, p := range t.model.Params() {
+		trainable += int64(p.NumElements())
+	}
+	for _, p := range allParams(t.model) {
+		all += int64(p.NumElements())
+	}
+	return trainable, all
+}
+
+// OptimizerStateBytes is the size of the optimizer state the trainer keeps per replica (AdamW's
+// two float32 moments per trained parameter, Adafactor's factored moments): with a LoRA adapter,
+// the adapter's only.
+func (t *Trainer) OptimizerStateBytes() int64 { return t.stepper.OptimizerStateBytes() }
 
 // Train runs the training loop. Cancelling ctx stops it after the current step.
 func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
@@ -580,7 +626,14 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	if err := t.callbacks.OnTrainEnd(ctx, ev); err != nil {
 		return TrainOutput{}, err
 	}
-	if t.args.LoadBestModelAtEnd && t.state.BestModelCheckpoint != nil {
+	if ad, ok := peft.Of(t.model); ok && t.args.LoadBestModelAtEnd && t.state.BestModelCheckpoint != nil {
+		// An adapter run's checkpoints hold the adapter only: its best tensors replace the current
+		// ones in place, under the same frozen base, and the stepper keeps working on them.
+		if err := ad.LoadWeights(*t.state.BestModelCheckpoint); err != nil {
+			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)
+		}
+		t.log.Info("loaded the best adapter", "checkpoint", *t.state.BestModelCheckpoint, "metric", t.args.MetricForBestModel)
+	} else if t.args.LoadBestModelAtEnd && t.state.BestModelCheckpoint != nil {
 		best, err := models.Load(ctx, t.rt, *t.state.BestModelCheckpoint, models.LoadOptions{})
 		if err != nil {
 			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -127,7 +128,52 @@ func (r *runArgs) loadModel(ctx context.Context, rt *xla.Runtime) (models.Model,
 		}
 		opts.Hub = c
 	}
-	return models.Load(ctx, rt, *r.md.ModelNameOrPath, opts)
+	base, err := models.Load(ctx, rt, *r.md.ModelNameOrPath, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.adapt(ctx, rt, base)
+}
+
+// adapt attaches the LoRA adapter the PEFT flags ask for: --adapter_name_or_path loads one (its
+// adapter_config.json gives r, alpha and the targets; training continues it), --use_peft alone
+// attaches a new one drawn from --seed (TRL's flags: --lora_r, --lora_alpha, --lora_dropout,
+// --lora_target_modules, --use_rslora).
+func (r *runArgs) adapt(ctx context.Context, rt *xla.Runtime, base models.Model) (models.Model, error) {
+	cfg, use, err := r.md.PeftConfig()
+	if err != nil {
+		return nil, cli.UsageError("%v", err)
+	}
+	if r.md.AdapterNameOrPath != nil && *r.md.AdapterNameOrPath != "" {
+		dir := *r.md.AdapterNameOrPath
+		if !isLocal(dir) {
+			c, err := r.hub()
+			if err != nil {
+				return nil, err
+			}
+			if dir, err = peft.ResolveAdapter(ctx, dir, models.HubOptions{Hub: c}); err != nil {
+				return nil, err
+			}
+		}
+		m, err := peft.Load(ctx, rt, base, dir, peft.Options{})
+		if err != nil {
+			return nil, err
+		}
+		ad, _ := peft.Of(m)
+		if err := r.md.AdapterConflicts(ad.LoraConfig(), *r.md.AdapterNameOrPath); err != nil {
+			return nil, cli.UsageError("%v", err)
+		}
+		return m, nil
+	}
+	if !use {
+		return base, nil
+	}
+	cfg.BaseModelNameOrPath = *r.md.ModelNameOrPath
+	m, err := peft.New(ctx, rt, base, cfg, peft.Options{Seed: uint64(r.train.Seed)})
+	if err != nil {
+		return nil, cli.UsageError("--use_peft: %v", err)
+	}
+	return m, nil
 }
 
 // openDataset opens a split the way HF's run_clm.py / run_glue.py would prepare it:

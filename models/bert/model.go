@@ -103,7 +103,7 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	}
 	g := h.Graph()
 	pooled = core.Dropout(c, pooled, p, b.Training)
-	logits = core.Linear(pooled, core.Weight(c, g, "classifier.weight"), core.Weight(c, g, "classifier.bias"))
+	logits = core.Proj(c, "classifier", pooled, core.Weight(c, g, "classifier.weight"), core.Weight(c, g, "classifier.bias"))
 	if b.Labels != nil {
 		problem, err := core.ProblemType(m.Cfg.ProblemType, m.Cfg.NumLabels(), b.Labels)
 		if err != nil {
@@ -124,7 +124,7 @@ func (m *Model) Encode(c *mlctx.Context, b core.Batch) (hidden, pooled *Node) {
 func (m *Model) pool(c *mlctx.Context, h *Node) *Node {
 	w := func(name string) *Node { return core.Weight(c, h.Graph(), prefixFor(m.Cfg.Arch)+name) }
 	first := core.Select(h, 1, 0) // [CLS] token: h[:, 0]
-	return Tanh(core.Linear(first, w("pooler.dense.weight"), w("pooler.dense.bias")))
+	return Tanh(core.Proj(c, prefixFor(m.Cfg.Arch)+"pooler.dense", first, w("pooler.dense.weight"), w("pooler.dense.bias")))
 }
 
 // hidden is BertModel's last_hidden_state.
@@ -162,7 +162,9 @@ func (m *Model) hidden(c *mlctx.Context, b core.Batch) *Node {
 	H, D := cfg.NumAttentionHeads, cfg.HeadDim()
 	for i := range cfg.NumHiddenLayers {
 		p := fmt.Sprintf("encoder.layer.%d.", i)
-		lin := func(name string, in *Node) *Node { return core.Linear(in, w(p+name+".weight"), w(p+name+".bias")) }
+		lin := func(name string, in *Node) *Node {
+			return core.Proj(c, pre+p+name, in, w(p+name+".weight"), w(p+name+".bias"))
+		}
 		q := core.Heads(lin("attention.self.query", x), H, D)
 		k := core.Heads(lin("attention.self.key", x), H, D)
 		v := core.Heads(lin("attention.self.value", x), H, D)
@@ -180,6 +182,12 @@ func (m *Model) hidden(c *mlctx.Context, b core.Batch) *Node {
 
 // MaxPositions is max_position_embeddings.
 func (m *Model) MaxPositions() int { return m.Cfg.MaxPositionEmbeddings }
+
+// LinearLayers lists the torch.nn.Linear layers a LoRA adapter may target, in state-dict order
+// (each built with core.Proj, which adds an attached adapter's branch).
+func (m *Model) LinearLayers() []core.LinearLayer {
+	return core.LinearLayersOf(m.Table, false, "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense", "intermediate.dense", "output.dense", "pooler.dense", "classifier")
+}
 
 // ProblemType is config.json's problem_type ("" when unset).
 func (m *Model) ProblemType() string { return m.Cfg.ProblemType }

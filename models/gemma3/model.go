@@ -110,6 +110,12 @@ func (m *Model) CacheDims() core.CacheDims {
 // MaxPositions is max_position_embeddings.
 func (m *Model) MaxPositions() int { return m.Cfg.MaxPositionEmbeddings }
 
+// LinearLayers lists the torch.nn.Linear layers a LoRA adapter may target, in state-dict order
+// (each built with core.Proj, which adds an attached adapter's branch).
+func (m *Model) LinearLayers() []core.LinearLayer {
+	return core.LinearLayersOf(m.Table, false, "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+}
+
 // VocabSize is the logits width.
 func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
 
@@ -245,9 +251,9 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	for i := range cfg.NumHiddenLayers {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		a := rmsNorm(x, w(p+"input_layernorm.weight"), eps)
-		q := core.Heads(core.Linear(a, w(p+"self_attn.q_proj.weight"), bias(p+"self_attn.q_proj.bias")), nh, hd)
-		k := core.Heads(core.Linear(a, w(p+"self_attn.k_proj.weight"), bias(p+"self_attn.k_proj.bias")), kv, hd)
-		v := core.Heads(core.Linear(a, w(p+"self_attn.v_proj.weight"), bias(p+"self_attn.v_proj.bias")), kv, hd)
+		q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), bias(p+"self_attn.q_proj.bias")), nh, hd)
+		k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), bias(p+"self_attn.k_proj.bias")), kv, hd)
+		v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), bias(p+"self_attn.v_proj.bias")), kv, hd)
 		q = rmsNorm(q, w(p+"self_attn.q_norm.weight"), eps)
 		k = rmsNorm(k, w(p+"self_attn.k_norm.weight"), eps)
 		cos, sin := ropeFor(cfg.RopeOf(i))
@@ -259,12 +265,12 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 		att := core.Attention(c, q, k, v, core.AttentionOpts{
 			ScaleMul: scale, Allowed: maskFor(cfg.Window(i)), DropP: cfg.AttentionDropout, Training: training,
 		})
-		o := core.Linear(att, w(p+"self_attn.o_proj.weight"), bias(p+"self_attn.o_proj.bias"))
+		o := core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), bias(p+"self_attn.o_proj.bias"))
 		x = Add(x, rmsNorm(o, w(p+"post_attention_layernorm.weight"), eps))
 		f := rmsNorm(x, w(p+"pre_feedforward_layernorm.weight"), eps)
-		gate := act(core.Linear(f, w(p+"mlp.gate_proj.weight"), nil))
-		up := core.Linear(f, w(p+"mlp.up_proj.weight"), nil)
-		mlp := core.Linear(Mul(gate, up), w(p+"mlp.down_proj.weight"), nil)
+		gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), nil))
+		up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), nil)
+		mlp := core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), nil)
 		x = Add(x, rmsNorm(mlp, w(p+"post_feedforward_layernorm.weight"), eps))
 	}
 	return rmsNorm(x, w("model.norm.weight"), eps)

@@ -87,6 +87,12 @@ func (m *Model) CacheDims() core.CacheDims {
 // MaxPositions is n_positions: the longest sequence the learned position table covers.
 func (m *Model) MaxPositions() int { return m.Cfg.NPositions }
 
+// LinearLayers lists the transformers Conv1D layers a LoRA adapter may target, in state-dict order
+// (each built with core.ConvProj, which adds an attached adapter's branch).
+func (m *Model) LinearLayers() []core.LinearLayer {
+	return core.LinearLayersOf(m.Table, true, "attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+}
+
 // VocabSize is the logits width.
 func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
 
@@ -146,7 +152,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	for i := range cfg.NLayer {
 		l := fmt.Sprintf("h.%d.", i)
 		a := core.LayerNorm(x, w(l+"ln_1.weight"), w(l+"ln_1.bias"), cfg.LayerNormEpsilon)
-		qkv := core.Conv1D(a, w(l+"attn.c_attn.weight"), w(l+"attn.c_attn.bias"))
+		qkv := core.ConvProj(c, prefix+l+"attn.c_attn", a, w(l+"attn.c_attn.weight"), w(l+"attn.c_attn.bias"))
 		parts := core.SplitLast(qkv, 3)
 		q, k, v := core.Heads(parts[0], H, D), core.Heads(parts[1], H, D), core.Heads(parts[2], H, D)
 		if cache != nil {
@@ -160,11 +166,11 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 			div *= float64(i + 1)
 		}
 		att := core.Attention(c, q, k, v, core.AttentionOpts{ScaleDiv: div, Allowed: allowed, DropP: cfg.AttnPdrop, Training: training})
-		att = core.Conv1D(att, w(l+"attn.c_proj.weight"), w(l+"attn.c_proj.bias"))
+		att = core.ConvProj(c, prefix+l+"attn.c_proj", att, w(l+"attn.c_proj.weight"), w(l+"attn.c_proj.bias"))
 		x = Add(x, core.Dropout(c, att, cfg.ResidPdrop, training))
 		f := core.LayerNorm(x, w(l+"ln_2.weight"), w(l+"ln_2.bias"), cfg.LayerNormEpsilon)
-		f = act(core.Conv1D(f, w(l+"mlp.c_fc.weight"), w(l+"mlp.c_fc.bias")))
-		f = core.Conv1D(f, w(l+"mlp.c_proj.weight"), w(l+"mlp.c_proj.bias"))
+		f = act(core.ConvProj(c, prefix+l+"mlp.c_fc", f, w(l+"mlp.c_fc.weight"), w(l+"mlp.c_fc.bias")))
+		f = core.ConvProj(c, prefix+l+"mlp.c_proj", f, w(l+"mlp.c_proj.weight"), w(l+"mlp.c_proj.bias"))
 		x = Add(x, core.Dropout(c, f, cfg.ResidPdrop, training))
 	}
 	_ = E

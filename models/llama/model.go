@@ -84,6 +84,12 @@ func (m *Model) CacheDims() core.CacheDims {
 // MaxPositions is max_position_embeddings.
 func (m *Model) MaxPositions() int { return m.Cfg.MaxPositionEmbeddings }
 
+// LinearLayers lists the torch.nn.Linear layers a LoRA adapter may target, in state-dict order
+// (each built with core.Proj, which adds an attached adapter's branch).
+func (m *Model) LinearLayers() []core.LinearLayer {
+	return core.LinearLayersOf(m.Table, false, "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+}
+
 // VocabSize is the logits width.
 func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
 
@@ -141,9 +147,9 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	for i := range cfg.NumHiddenLayers {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		a := core.RMSNorm(x, w(p+"input_layernorm.weight"), cfg.RMSNormEps)
-		q := core.Heads(core.Linear(a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias", cfg.QKVBias())), nh, hd)
-		k := core.Heads(core.Linear(a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias", cfg.QKVBias())), kv, hd)
-		v := core.Heads(core.Linear(a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias", cfg.QKVBias())), kv, hd)
+		q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias", cfg.QKVBias())), nh, hd)
+		k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias", cfg.QKVBias())), kv, hd)
+		v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias", cfg.QKVBias())), kv, hd)
 		q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
 		if cache != nil {
 			k, v = cache.UpdateCache(i, k, v, offset)
@@ -152,11 +158,11 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 			ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(cfg.LayerWindows[i]),
 			DropP: cfg.AttentionDropout, Training: training,
 		})
-		x = Add(x, core.Linear(att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias", cfg.OBias())))
+		x = Add(x, core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias", cfg.OBias())))
 		f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), cfg.RMSNormEps)
-		gate := act(core.Linear(f, w(p+"mlp.gate_proj.weight"), opt(p+"mlp.gate_proj.bias", cfg.MLPBias)))
-		up := core.Linear(f, w(p+"mlp.up_proj.weight"), opt(p+"mlp.up_proj.bias", cfg.MLPBias))
-		x = Add(x, core.Linear(Mul(gate, up), w(p+"mlp.down_proj.weight"), opt(p+"mlp.down_proj.bias", cfg.MLPBias)))
+		gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), opt(p+"mlp.gate_proj.bias", cfg.MLPBias)))
+		up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), opt(p+"mlp.up_proj.bias", cfg.MLPBias))
+		x = Add(x, core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), opt(p+"mlp.down_proj.bias", cfg.MLPBias)))
 	}
 	return core.RMSNorm(x, w("model.norm.weight"), cfg.RMSNormEps)
 }

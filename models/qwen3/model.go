@@ -90,6 +90,12 @@ func (m *Model) CacheDims() core.CacheDims {
 // MaxPositions is max_position_embeddings.
 func (m *Model) MaxPositions() int { return m.Cfg.MaxPositionEmbeddings }
 
+// LinearLayers lists the torch.nn.Linear layers a LoRA adapter may target, in state-dict order
+// (each built with core.Proj, which adds an attached adapter's branch).
+func (m *Model) LinearLayers() []core.LinearLayer {
+	return core.LinearLayersOf(m.Table, false, "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+}
+
 // VocabSize is the logits width.
 func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
 
@@ -168,9 +174,9 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	for i := range cfg.NumHiddenLayers {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		a := core.RMSNorm(x, w(p+"input_layernorm.weight"), eps)
-		q := core.Heads(core.Linear(a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias")), nh, hd)
-		k := core.Heads(core.Linear(a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias")), kv, hd)
-		v := core.Heads(core.Linear(a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias")), kv, hd)
+		q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias")), nh, hd)
+		k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias")), kv, hd)
+		v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias")), kv, hd)
 		// Qwen3's per-head RMSNorm: one [head_dim] weight shared by every head, over each head's
 		// last axis, before the rotary embedding.
 		q = core.RMSNorm(q, w(p+"self_attn.q_norm.weight"), eps)
@@ -183,11 +189,11 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 			ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(windows[i]),
 			DropP: cfg.AttentionDropout, Training: training,
 		})
-		x = Add(x, core.Linear(att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias")))
+		x = Add(x, core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias")))
 		f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), eps)
-		gate := act(core.Linear(f, w(p+"mlp.gate_proj.weight"), nil))
-		up := core.Linear(f, w(p+"mlp.up_proj.weight"), nil)
-		x = Add(x, core.Linear(Mul(gate, up), w(p+"mlp.down_proj.weight"), nil))
+		gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), nil))
+		up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), nil)
+		x = Add(x, core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), nil))
 	}
 	return core.RMSNorm(x, w("model.norm.weight"), eps)
 }

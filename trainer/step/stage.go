@@ -81,7 +81,7 @@ func (s *Stepper) StateSource(ctx context.Context) (src *StateSource, err error)
 	}
 	var other []*mlctx.Variable
 	for v := range c.IterVariables() {
-		if !owned[v] {
+		if !owned[v] && !s.frozen[v] {
 			other = append(other, v)
 		}
 	}

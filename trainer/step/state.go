@@ -84,7 +84,7 @@ func (s *Stepper) exportState() (State, error) {
 		}
 	}
 	for v := range c.IterVariables() {
-		if owned[v] {
+		if owned[v] || s.frozen[v] {
 			continue
 		}
 		h, err := hostCopy(v.ScopeAndName(), v)
@@ -171,6 +171,9 @@ func (s *Stepper) ImportState(st State) (err error) {
 			scope = mlctx.RootScope
 		}
 		v := c.GetVariableByScopeAndName(scope, name)
+		if v != nil && s.frozen[v] {
+			return fmt.Errorf("step.ImportState: variable %s is a frozen parameter of the model, not training state", h.Name)
+		}
 		if v == nil {
 			t, err := deviceless(h)
 			if err != nil {

@@ -50,6 +50,9 @@ type Stepper struct {
 	cfg    Config
 	params []models.Param
 	causal bool
+	// frozen are the variables of a models.Frozen model's frozen parameters (a LoRA adapter's
+	// base weights): read by the programs, never updated, exported or checkpointed.
+	frozen map[*mlctx.Variable]bool
 
 	// stream orders this stepper's executions and reads on the runtime's executor and keeps its
 	// failures its own (another stepper on the same runtime never sees them).
@@ -107,6 +110,16 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	for _, p := range s.params {
 		if s.variable(m.Context(), p) == nil {
 			return nil, fmt.Errorf("step.New: parameter %s has no variable in the model's context", p.Name)
+		}
+	}
+	if f, ok := m.(models.Frozen); ok {
+		s.frozen = map[*mlctx.Variable]bool{}
+		for _, p := range f.FrozenParams() {
+			v := s.variable(m.Context(), p)
+			if v == nil {
+				return nil, fmt.Errorf("step.New: frozen parameter %s has no variable in the model's context", p.Name)
+			}
+			s.frozen[v] = true
 		}
 	}
 	if err := s.createOptimizerState(); err != nil {
@@ -251,6 +264,18 @@ func (s *Stepper) stateShapes(p models.Param) []stateShape {
 		return []stateShape{{"adafactor_row", f32(row...)}, {"adafactor_col", f32(col...)}}
 	}
 	return []stateShape{{"adafactor_v", f32(p.Shape...)}}
+}
+
+// OptimizerStateBytes is the size of the optimizer state of one replica: every state tensor of
+// every trained parameter (a frozen parameter has none).
+func (s *Stepper) OptimizerStateBytes() int64 {
+	var n int64
+	for _, p := range s.params {
+		for _, ss := range s.stateShapes(p) {
+			n += int64(ss.shape.Memory())
+		}
+	}
+	return n
 }
 
 // batchInputs converts a host batch to the gradient/eval programs' leading inputs:

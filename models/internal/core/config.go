@@ -345,3 +345,6 @@ func (m PyMap) MarshalJSON() ([]byte, error) {
 	}
 	return append(out, '}'), nil
 }
+
+// FormatPyFloat is Python's repr(float), as json.dumps writes floats.
+func FormatPyFloat(f float64) string { return formatPyFloat(f) }

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/gotpu/gotpu/internal/safetensors"
+)
+
+// loraFixtureRun is a LoRA fixture's 3-step AdamW run (testdata/models/lora/*/reference.json).
+type loraFixtureRun struct {
+	Losses       []float64 `json:"losses"`
+	AdapterAfter struct {
+		Values map[string]json.RawMessage `json:"values"`
+	} `json:"adapter_after"`
+}
+
+var loraFixtureBases = map[string]string{"gpt2-lora-tiny": "gpt2-tiny", "llama-lora-tiny": "llama-tiny"}
+
+func loraFixtureDir(name string) string {
+	return filepath.Join("..", "..", "testdata", "models", "lora", name)
+}
+
+// flatten reads a nested JSON array of numbers into a flat slice.
+func flatten(t *testing.T, raw json.RawMessage) []float64 {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	var walk func(any)
+	walk = func(x any) {
+		switch y := x.(type) {
+		case []any:
+			for _, e := range y {
+				walk(e)
+			}
+		case float64:
+			out = append(out, y)
+		default:
+			t.Fatalf("unexpected %T in a tensor", x)
+		}
+	}
+	walk(v)
+	return out
+}
+
+// readSafetensorsF32 reads every tensor of a safetensors file as float32 values and shapes.
+func readSafetensorsF32(t *testing.T, path string) (map[string][]float32, map[string][]int, map[string]string) {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vals, shapes := map[string][]float32{}, map[string][]int{}
+	for _, name := range f.Names() {
+		info, _ := f.Info(name)
+		raw, err := f.Bytes(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := make([]float32, info.NumElements())
+		if err := safetensors.DecodeFloat32(info.DType, raw, v); err != nil {
+			t.Fatal(err)
+		}
+		vals[name], shapes[name] = v, info.Shape
+	}
+	return vals, shapes, f.Metadata()
+}
+
+// TestTrainLoRAReproducesFixtures is the LoRA acceptance run: `gotpu train --use_peft
+// --adapter_name_or_path FIXTURE` for 3 steps on the fixture's batch reproduces PEFT's adapter
+// tensors elementwise (max |d| ≤ 1e-6: a forgotten weight decay moves each element by ~1.5e-5)
+// and the logged losses, with and without clipping, and writes the adapter in PEFT's format only.
+func TestTrainLoRAReproducesFixtures(t *testing.T) {
+	variants := map[string][]string{
+		"adamw":       {"--max_grad_norm", "0"},
+		"adamw_clip1": {"--max_grad_norm", "1.0"},
+	}
+	for fixture, base := range loraFixtureBases {
+		raw, err := os.ReadFile(filepath.Join(loraFixtureDir(fixture), "reference.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &all); err != nil {
+			t.Fatal(err)
+		}
+		for variant, flags := range variants {
+			t.Run(fixture+"/"+variant, func(t *testing.T) {
+				var want loraFixtureRun
+				if err := json.Unmarshal(all[variant], &want); err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				batchFile := filepath.Join(dir, "batch.jsonl")
+				n := writeBatchJSONL(t, base, batchFile)
+				out := filepath.Join(dir, "out")
+				args := append([]string{"train",
+					"--model_name_or_path", filepath.Join("..", "..", "testdata", "models", base),
+					"--adapter_name_or_path", loraFixtureDir(fixture), "--use_peft",
+					"--train_file", batchFile, "--per_device_train_batch_size", fmt.Sprint(n),
+					"--max_steps", "3", "--learning_rate", "1e-3", "--weight_decay", "0.01",
+					"--lr_scheduler_type", "constant", "--warmup_steps", "0", "--save_strategy", "no",
+					"--logging_steps", "1", "--device", "go", "--output_dir", out}, flags...)
+				_, errOut, code := runGotpu(t, nil, args...)
+				if code != 0 {
+					t.Fatalf("gotpu train: exit %d\n%s", code, errOut)
+				}
+				checkLosses(t, filepath.Join(out, "trainer_state.json"), want.Losses)
+				got, shapes, md := readSafetensorsF32(t, filepath.Join(out, "adapter_model.safetensors"))
+				if md["format"] != "pt" {
+					t.Errorf("metadata %v, want format pt", md)
+				}
+				var names []string
+				for name := range want.AdapterAfter.Values {
+					names = append(names, name)
+				}
+				sort.Strings(names)
+				var gotNames []string
+				for name := range got {
+					gotNames = append(gotNames, name)
+				}
+				sort.Strings(gotNames)
+				if !slices.Equal(names, gotNames) {
+					t.Fatalf("saved tensors %v, PEFT's %v", gotNames, names)
+				}
+				worst := 0.0
+				for _, name := range names {
+					w := flatten(t, want.AdapterAfter.Values[name])
+					g := got[name]
+					if len(g) != len(w) {
+						t.Fatalf("%s: %d values (shape %v), reference %d", name, len(g), shapes[name], len(w))
+					}
+					for i := range w {
+						worst = max(worst, math.Abs(float64(g[i])-w[i]))
+					}
+				}
+				if worst > 1e-6 {
+					t.Errorf("adapter after 3 steps: max |d| %.3g > 1e-6", worst)
+				}
+				t.Logf("adapter after 3 steps: max |d| %.3g over %d tensors", worst, len(names))
+				for _, f := range []string{"model.safetensors", "config.json"} {
+					if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+						t.Errorf("%s written: an adapter run saves the adapter, not the base model", f)
+					}
+				}
+			})
+		}
+	}
+}
