@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/gotpu/gotpu/internal/safetensors"
@@ -155,5 +156,76 @@ func TestTrainLoRAReproducesFixtures(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTrainLoRABadInput: LoRA flags and adapters that cannot work fail before training, naming
+// the flag, field or tensor, and leave --output_dir without any file.
+func TestTrainLoRABadInput(t *testing.T) {
+	dir := t.TempDir()
+	batchFile := filepath.Join(dir, "batch.jsonl")
+	writeBatchJSONL(t, "gpt2-tiny", batchFile)
+	gpt2 := filepath.Join("..", "..", "testdata", "models", "gpt2-tiny")
+	wrongR := filepath.Join(dir, "wrong-r")
+	copyAdapter(t, loraFixtureDir("gpt2-lora-tiny"), wrongR, func(cfg map[string]any) { cfg["r"] = 8 })
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"r 0", []string{"--use_peft", "--lora_r", "0"}, []string{"--lora_r", "must be positive"}},
+		{"unknown target", []string{"--use_peft", "--lora_target_modules", "q_proj,v_proj"}, []string{"target_modules", `"q_proj" matches no module of GPT2LMHeadModel`, "c_attn"}},
+		{"non-linear target", []string{"--use_peft", "--lora_target_modules", "wte"}, []string{"target_modules", `"wte" is not a linear layer`}},
+		{"lora flag without use_peft", []string{"--lora_r", "8"}, []string{"--lora_r", "without --use_peft"}},
+		{"modules_to_save", []string{"--use_peft", "--lora_modules_to_save", "lm_head"}, []string{"--lora_modules_to_save", "not supported"}},
+		{"llama adapter on gpt2", []string{"--use_peft", "--adapter_name_or_path", loraFixtureDir("llama-lora-tiny")}, []string{"target_modules", `"q_proj" matches no module of GPT2LMHeadModel`}},
+		{"shapes", []string{"--use_peft", "--adapter_name_or_path", wrongR}, []string{"base_model.model.transformer.h.0.attn.c_attn.lora_A.weight", "shape [4 64]", "[8 64]"}},
+		{"flag against the adapter", []string{"--use_peft", "--adapter_name_or_path", loraFixtureDir("gpt2-lora-tiny"), "--lora_r", "16"}, []string{"--lora_r 16", "has 4"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			args := append([]string{"train", "--model_name_or_path", gpt2, "--train_file", batchFile,
+				"--max_steps", "1", "--device", "go", "--output_dir", out}, c.args...)
+			_, errOut, code := runGotpu(t, nil, args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want a failure")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if entries, _ := os.ReadDir(out); len(entries) > 0 {
+				t.Errorf("%s has %d entries after a refused run", out, len(entries))
+			}
+		})
+	}
+}
+
+// copyAdapter copies an adapter directory, editing its adapter_config.json.
+func copyAdapter(t *testing.T, src, dst string, edit func(map[string]any)) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.ReadFile(filepath.Join(src, "adapter_model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "adapter_model.safetensors"), w, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(src, "adapter_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	edit(cfg)
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(filepath.Join(dst, "adapter_config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

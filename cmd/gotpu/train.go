@@ -434,8 +434,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			out.GlobalStep, a.OutputDir)
 		return nil
 	}
-	fmt.Fprintf(stdout, "trained %d steps, train_loss %.4f; model and trainer_state.json in %s\n",
-		out.GlobalStep, out.TrainingLoss, a.OutputDir)
+	saved := "model"
+	if _, ok := peft.Of(tr.Model()); ok {
+		saved = "adapter (adapter_model.safetensors, adapter_config.json)"
+	}
+	fmt.Fprintf(stdout, "trained %d steps, train_loss %.4f; %s and trainer_state.json in %s\n",
+		out.GlobalStep, out.TrainingLoss, saved, a.OutputDir)
 	return trainErr
 }
 

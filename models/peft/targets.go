@@ -131,10 +131,14 @@ func Targets(base models.Adaptable, cfg LoraConfig) ([]models.LinearLayer, error
 	return out, nil
 }
 
-// SavedTargets is target_modules as PEFT writes it after matching: "all-linear" expanded to the
-// module names, or to their shortest distinguishing suffixes when there are 20 or more; other
-// values as given.
+// SavedTargets is target_modules as PEFT writes it after matching: the architecture's default
+// when none was given, "all-linear" expanded to the module names, or to their shortest
+// distinguishing suffixes when there are 20 or more; other values as given.
 func SavedTargets(base models.Adaptable, cfg LoraConfig, targets []models.LinearLayer) []string {
+	if len(cfg.TargetModules) == 0 && cfg.TargetModulesRegex == "" {
+		// PEFT saves the architecture's default it used.
+		return slices.Clone(DefaultTargets[modelType(base)])
+	}
 	if !(len(cfg.TargetModules) == 1 && strings.EqualFold(cfg.TargetModules[0], AllLinear)) {
 		return cfg.TargetModules
 	}
