@@ -68,6 +68,14 @@
 // process's umask (umask 022: 0644 and 0755; umask 077: 0600 and 0700), as Python's
 // save_pretrained does; nothing is chmod-ed afterwards and there is no mode option.
 //
+// # LoRA
+//
+// Every architecture builds its linear layers with core.Proj / core.ConvProj under their HF module
+// names and lists them (Adaptable.LinearLayers), so models/peft can attach a PEFT LoRA adapter to
+// any of them: the adapter's branch is added inside those layers for every graph the adapted model
+// builds. An adapted model is Frozen (the base weights train nothing) and SavedForm (its
+// checkpoints hold adapter_model.safetensors + adapter_config.json).
+//
 // # Scoring and generation
 //
 // ScoreJSONLines scores JSON-lines examples (HF losses, optional logits file); Generate decodes

@@ -30,6 +30,17 @@
 // optimizer state unchanged); max_consecutive_nonfinite in a row abort with ErrNonFinite.
 // Options.NonFiniteAt injects such steps in tests.
 //
+// # LoRA
+//
+// A model with a LoRA adapter (models/peft: attached beforehand, or by Options.PeftConfig, TRL's
+// peft_config; ModelDataArguments.PeftConfig reads TRL's --use_peft/--lora_* flags) trains the
+// adapter only: it is the model's Params, the base weights its models.Frozen parameters, which
+// get no gradients and no optimizer state and stay out of checkpoints. checkpoint-N then holds
+// adapter_model.safetensors + adapter_config.json (PEFT's files) in place of model.safetensors +
+// config.json, and resume, load_best_model_at_end (the best adapter is loaded in place), the
+// budget check (gradients and moments of the adapter only) and ParamCounts /
+// OptimizerStateBytes (logged at New) account for it.
+//
 // # Checkpoints and resume
 //
 // Saves go through one checkpoint.Writer per run (package checkpoint: atomic commit, manifest

@@ -33,7 +33,9 @@
 // model's GoMLX context under the scope "/optimizer". ExportState copies parameters (by HF name),
 // optimizer state ("<kind>/<HF name>") and every other context variable (the RNG state) to host
 // memory, whole rather than per device; ImportState restores them onto any replica count.
-// PoisonNextStep is a fault-injection hook for tests of the skip path.
+// PoisonNextStep is a fault-injection hook for tests of the skip path. The variables of a
+// models.Frozen model's frozen parameters (a LoRA adapter's base) are read by the programs but
+// have no gradients or optimizer state and are left out of ExportState and StateSource.
 //
 // The model's variables are replicated: after a step each holds one copy per device (GoMLX
 // distributed values), bitwise identical because every replica applies the same update; reading a
