@@ -149,6 +149,13 @@ func TestTrainLoRAReproducesFixtures(t *testing.T) {
 					t.Errorf("adapter after 3 steps: max |d| %.3g > 1e-6", worst)
 				}
 				t.Logf("adapter after 3 steps: max |d| %.3g over %d tensors", worst, len(names))
+				// The adapter's config is PEFT's, written as PEFT writes it: the continued adapter's
+				// adapter_config.json comes out byte for byte as it went in.
+				wantCfg, _ := os.ReadFile(filepath.Join(loraFixtureDir(fixture), "adapter_config.json"))
+				gotCfg, err := os.ReadFile(filepath.Join(out, "adapter_config.json"))
+				if err != nil || string(gotCfg) != string(wantCfg) {
+					t.Errorf("adapter_config.json (%v):\n%s\nwant\n%s", err, gotCfg, wantCfg)
+				}
 				for _, f := range []string{"model.safetensors", "config.json"} {
 					if _, err := os.Stat(filepath.Join(out, f)); err == nil {
 						t.Errorf("%s written: an adapter run saves the adapter, not the base model", f)
