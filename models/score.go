@@ -122,6 +122,10 @@ type scorer struct {
 
 func newScorer(rt *xla.Runtime, m Model) (*scorer, error) {
 	params := m.Params()
+	if f, ok := m.(Frozen); ok {
+		// An adapted model's Params are the adapter's; the base's table has the embedding.
+		params = f.FrozenParams()
+	}
 	emb := params[0].Shape // the token embedding comes first in every table
 	s := &scorer{rt: rt, m: m, vocab: emb[0], hidden: emb[1], execs: map[bool]*mlctx.Exec{}}
 	if lm, ok := m.(CausalLM); ok {

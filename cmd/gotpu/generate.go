@@ -23,6 +23,9 @@ import (
 //
 // Text output: the generated token ids (not the prompt), space-separated, on one line. With
 // --json: {"prompt_ids": [...], "generated_ids": [...]}.
+//
+// --adapter_name_or_path generates with a PEFT LoRA adapter attached to --model (every decoding
+// step, KV cache included, runs the adapted model); the output format is the same.
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("generate")
 	var dev deviceFlags
@@ -41,8 +44,10 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	eos := fs.String("eos_token_id", "", `stop tokens, comma-separated ("" = generation_config.json's or config.json's; "none" = never stop)`)
 	dtype := fs.String("dtype", "", `variables' dtype: float32 (default), bfloat16, or "auto" (as stored)`)
 	revision := fs.String("revision", "", "branch, tag or commit of a Hub repo id given as --model (default main)")
+	adapter := fs.String("adapter_name_or_path", "", "PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) or Hub repo id to generate with, on top of --model")
+	adapterRevision := fs.String("adapter_revision", "", "branch, tag or commit of a Hub repo id given as --adapter_name_or_path (default main)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args, stderr, "--model DIR --prompt_ids IDS [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
+	if err := parse(fs, args, stderr, "--model DIR [--adapter_name_or_path ADAPTER] --prompt_ids IDS [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -107,6 +112,12 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := validateGenerateOptions(opts, set, *eos != "", genConfig); err != nil {
 		return err
 	}
+	adapterDir := ""
+	if *adapter != "" {
+		if adapterDir, err = resolveAdapterFlag(ctx, *adapter, *adapterRevision, stderr); err != nil {
+			return err
+		}
+	}
 	cfg := dev.config()
 	if err := cfg.Validate(); err != nil {
 		return cli.UsageError("%v", err)
@@ -116,7 +127,11 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer rt.Close()
-	m, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
+	base, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
+	if err != nil {
+		return err
+	}
+	m, err := withAdapter(ctx, rt, base, adapterDir)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ func commands() []command {
 		{"devices", "list the backend, plugin and devices gotpu would use", runDevices},
 		{"score", "score JSON-lines examples: per-example loss, optional logits file", runScore},
 		{"generate", "generate tokens from a causal LM (greedy or sampled, KV cache)", runGenerate},
+		{"merge", "merge a PEFT LoRA adapter into its base model and save a plain HF model (merge_and_unload)", runMerge},
 		{"train", "train a Hugging Face model with HF TrainingArguments (flags or --args FILE.json)", runTrain},
 		{"eval", "evaluate a Hugging Face model on a validation file", runEval},
 		{"tokenize", "encode or decode JSON lines with a Hugging Face tokenizer.json", runTokenize},

@@ -24,6 +24,10 @@ import (
 // --logits FILE also writes all logits to one safetensors file: tensor "logits", F32,
 // [lines, seq, vocab] for causal LMs (zeros past a line's length), [lines, num_labels] for
 // classifiers.
+//
+// --adapter_name_or_path scores the model with a PEFT LoRA adapter attached (a directory or Hub
+// repo id, as PeftModel.from_pretrained takes): the output is the same contract, computed by the
+// adapted model. --revision applies to --model, --adapter_revision to the adapter's repo id.
 func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("score")
 	var dev deviceFlags
@@ -33,7 +37,9 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logits := fs.String("logits", "", "also write every example's logits to this safetensors file")
 	dtype := fs.String("dtype", "", `variables' dtype: float32 (default), bfloat16, or "auto" (as stored)`)
 	revision := fs.String("revision", "", "branch, tag or commit of a Hub repo id given as --model (default main)")
-	if err := parse(fs, args, stderr, "--model DIR [--input FILE] [--logits FILE] [--dtype D] [--device D]"); err != nil {
+	adapter := fs.String("adapter_name_or_path", "", "PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) or Hub repo id to score with, on top of --model")
+	adapterRevision := fs.String("adapter_revision", "", "branch, tag or commit of a Hub repo id given as --adapter_name_or_path (default main)")
+	if err := parse(fs, args, stderr, "--model DIR [--adapter_name_or_path ADAPTER] [--input FILE] [--logits FILE] [--dtype D] [--device D]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -47,6 +53,12 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	model = &dir
+	adapterDir := ""
+	if *adapter != "" {
+		if adapterDir, err = resolveAdapterFlag(ctx, *adapter, *adapterRevision, stderr); err != nil {
+			return err
+		}
+	}
 	// Scoring reads all of its input before the first example runs: a read of a pipe that is slow
 	// or never closed must end when ctx does.
 	var in io.Reader = newCancelableReader(ctx, os.Stdin)
@@ -67,7 +79,11 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer rt.Close()
-	m, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
+	base, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
+	if err != nil {
+		return err
+	}
+	m, err := withAdapter(ctx, rt, base, adapterDir)
 	if err != nil {
 		return err
 	}

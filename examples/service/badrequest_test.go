@@ -102,6 +102,11 @@ func badJobCases(text, outside string) []badJobCase {
 		return fmt.Sprintf(`{"model_type": "gpt2", "config_overrides": "n_embd=32,n_layer=1,n_head=2,n_positions=32",
 			"tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz", "train_file": %q, "max_steps": 1%s}`, text, extra)
 	}
+	// A valid LoRA job on a pretrained base (with token ids below its vocabulary of 1000) but for
+	// the PEFT fields given.
+	lora := func(fields string) string {
+		return fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": "testdata/loghistory/v1000.jsonl", "max_steps": 1, %s}`, fields)
+	}
 	return []badJobCase{
 		{"not JSON", `{"learning_rate": 3e-4,`, "", "POST /jobs body"},
 		{"not an object", `[1, 2]`, "", "top level"},
@@ -128,5 +133,14 @@ func badJobCases(text, outside string) []badJobCase {
 		{"tokenizer larger than the model", fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q, "tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz"}`, text), "tokenizer_name", "vocab_size is 1000"},
 		{"block_size", good(`, "block_size": 0`), "block_size", "positive"},
 		{"hub dataset", good(`, "dataset_name": "wikitext"`), "dataset_name", "train_file"},
+		{"use_peft from scratch", good(`, "use_peft": true`), "use_peft", "needs model_name_or_path"},
+		{"lora_r without use_peft", good(`, "lora_r": 8`), "lora_r", "set without use_peft"},
+		{"lora_r 0", lora(`"use_peft": true, "lora_r": 0`), "lora_r", "must be positive"},
+		{"use_dora", lora(`"use_peft": true, "use_dora": true`), "use_dora", "DoRA"},
+		{"lora_modules_to_save", lora(`"use_peft": true, "lora_modules_to_save": ["lm_head"]`), "lora_modules_to_save", "not supported"},
+		{"unknown target module", lora(`"use_peft": true, "lora_target_modules": ["c_attn", "c_atn"]`), "lora_target_modules", `"c_atn" matches no layer`},
+		{"adapter outside the roots", lora(fmt.Sprintf(`"adapter_name_or_path": %q`, filepath.Dir(outside))), "adapter_name_or_path", "not a file this service can read"},
+		{"adapter without adapter_config.json", lora(`"adapter_name_or_path": "testdata/models/gpt2-tiny"`), "adapter_name_or_path", "no adapter_config.json"},
+		{"lora_r against the adapter", lora(`"adapter_name_or_path": "testdata/models/lora/gpt2-lora-tiny", "lora_r": 8`), "lora_r", "adapter_config.json decides"},
 	}
 }

@@ -59,6 +59,9 @@ func FuzzParseSpec(f *testing.F) {
 		`{"model_type": "gpt2", "config_overrides": "n_embd=1073741824,n_head=1", "train_file": "testdata/tokenizers/corpus.jsonl", "tokenizer_name": "testdata/tokenizers/gpt2/tokenizer.json.gz"}`,
 		fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q, "per_device_train_batch_size": 1000000000}`, tokens),
 		fmt.Sprintf(`{"model_type": "gpt2", "train_file": %q, "per_device_train_batch_size": 4096, "block_size": 1024}`, tokens),
+		fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q, "use_peft": true, "lora_r": 4, "lora_target_modules": ["c_attn"]}`, tokens),
+		fmt.Sprintf(`{"model_name_or_path": "testdata/models/gpt2-tiny", "train_file": %q, "adapter_name_or_path": "testdata/models/lora/gpt2-lora-tiny"}`, tokens),
+		fmt.Sprintf(`{"model_name_or_path": "testdata/models/llama-tiny", "train_file": %q, "use_peft": true, "lora_target_modules": "all-linear", "per_device_train_batch_size": 1000000}`, tokens),
 	} {
 		f.Add([]byte(body))
 	}
@@ -119,7 +122,7 @@ func FuzzParseSpec(f *testing.F) {
 			return
 		}
 		defer spec.release()
-		if _, err := trainer.CheckBudget(rt, trainer.BudgetRequest{Model: spec.modelCfg, Args: spec.Args, Replicas: spec.Args.NumDevices, SeqLen: spec.BlockSize}); err != nil {
+		if _, err := trainer.CheckBudget(rt, spec.budgetRequest(spec.Args)); err != nil {
 			t.Fatalf("accepted a job over the resource budget: %v", err)
 		}
 		if spec.Args.OutputDir != env.jobDir || spec.Args.SaveTotalLimit == nil || *spec.Args.SaveTotalLimit < 0 ||

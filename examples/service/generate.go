@@ -15,18 +15,21 @@ import (
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 )
 
 // maxNewTokensLimit bounds one request's generation (the model's positions bound it too).
 const maxNewTokensLimit = 1024
 
 // generateResponse is the answer of GET /jobs/{id}/generate (job, checkpoint, step) and of
-// GET /generate (model, as the request named it, and for a Hub model the commit; step 0).
+// GET /generate (model, as the request named it, and for a Hub model the commit; step 0; adapter,
+// as the request named it, when one was attached).
 type generateResponse struct {
 	Job        string  `json:"job,omitempty"`
 	Checkpoint string  `json:"checkpoint,omitempty"`
 	Model      string  `json:"model,omitempty"`
 	Revision   string  `json:"revision,omitempty"`
+	Adapter    string  `json:"adapter,omitempty"`
 	Step       int     `json:"step"`
 	Prompt     string  `json:"prompt,omitempty"`
 	PromptIDs  []int   `json:"prompt_ids"`
@@ -129,6 +132,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, re := parseGenerateParams(r.URL.Query())
+	if r.URL.Query().Get("adapter") != "" {
+		// A job generates with its own weights: a LoRA job's are its adapter on its base.
+		if re == nil {
+			re = &requestError{}
+		}
+		re.add("adapter", "not taken by a job's generation (a LoRA job generates with the adapter it trains); to attach an adapter to a model, use GET /generate?model=...&adapter=...")
+	}
 	if re != nil {
 		s.met.gens.WithLabelValues("bad_request").Inc()
 		writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
@@ -145,8 +155,14 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
-	s.generate(w, r, genSource{resp: generateResponse{Job: j.ID, Checkpoint: dir, Step: step}, dir: dir, label: dir,
-		tokPath: j.tokPath, what: "job"}, g)
+	src := genSource{resp: generateResponse{Job: j.ID, Checkpoint: dir, Step: step}, dir: dir, label: dir,
+		tokPath: j.tokPath, what: "job"}
+	if j.baseDir != "" {
+		// A LoRA job's checkpoints hold the adapter only; it is attached to the job's base.
+		src.dir, src.label = j.baseDir, "the job's model_name_or_path"
+		src.adapterDir, src.adapterLabel = dir, dir
+	}
+	s.generate(w, r, src, g)
 }
 
 // genSource is what a generation request generates with.
@@ -155,8 +171,12 @@ type genSource struct {
 	resp generateResponse
 	// dir is the model directory; label is how messages name it.
 	dir, label string
-	// fetch, when set, brings the weights into dir: it runs once a generation slot is held, so
-	// MaxGenerating bounds the downloads too. A *requestError from it is the client's (400).
+	// adapterDir, when set, is a PEFT LoRA adapter directory attached to the model of dir;
+	// adapterLabel is how messages name it.
+	adapterDir, adapterLabel string
+	// fetch, when set, brings the weights (the model's, an adapter's) into place: it runs once a
+	// generation slot is held, so MaxGenerating bounds the downloads too. A *requestError from it
+	// is the client's (400).
 	fetch func(ctx context.Context) error
 	// tokPath is the tokenizer file or directory ("": none).
 	tokPath string
@@ -234,6 +254,26 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading %s: %s", src.label, relabel(err, dir, src.label)), nil)
 		return
 	}
+	if src.adapterDir != "" {
+		adapted, err := peft.Load(r.Context(), s.rt, m, src.adapterDir, peft.Options{Log: s.log})
+		switch {
+		case err == nil:
+			m = adapted
+		case r.Context().Err() != nil:
+			return
+		case src.what == "job":
+			s.met.gens.WithLabelValues("error").Inc()
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading the job's adapter %s: %s", src.adapterLabel, relabel(err, dir, src.label)), nil)
+			return
+		default:
+			// An adapter that does not fit the model (another architecture, another rank, a
+			// tensor missing) is the request's to change.
+			s.met.gens.WithLabelValues("bad_request").Inc()
+			msg := "adapter: " + strings.ReplaceAll(relabel(err, src.adapterDir, src.adapterLabel), dir, src.label)
+			writeError(w, http.StatusBadRequest, msg, []fieldError{{Field: "adapter", Message: msg}})
+			return
+		}
+	}
 	lm, ok := m.(models.CausalLM)
 	if !ok {
 		s.met.gens.WithLabelValues("error").Inc()
@@ -281,13 +321,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 }
 
 // modelSource picks the weights to generate with: the latest committed checkpoint, verified; or,
-// for a completed job that saved none (save_strategy "no"), its final model in output_dir.
+// for a completed job that saved none (save_strategy "no"), its final model in output_dir. A
+// LoRA job's weights are its adapter's (adapter_model.safetensors, adapter_config.json).
 func (s *Server) modelSource(j *Job) (dir string, step int, err error) {
+	weights, config := "model.safetensors", "config.json"
+	if j.baseDir != "" {
+		weights, config = peft.WeightsFile, peft.ConfigFile
+	}
 	e, err := checkpoint.Latest(j.Dir)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		p, _, _ := j.Snapshot()
 		if p.State == StateCompleted {
-			if _, serr := os.Stat(filepath.Join(j.Dir, "config.json")); serr == nil {
+			if _, serr := os.Stat(filepath.Join(j.Dir, config)); serr == nil {
 				return j.Dir, p.Step, nil
 			}
 		}
@@ -296,7 +341,7 @@ func (s *Server) modelSource(j *Job) (dir string, step int, err error) {
 	if err != nil {
 		return "", 0, err
 	}
-	if _, err := checkpoint.Open(e.Dir, "model.safetensors", "config.json"); err != nil {
+	if _, err := checkpoint.Open(e.Dir, weights, config); err != nil {
 		return "", 0, err
 	}
 	return e.Dir, e.Step, nil

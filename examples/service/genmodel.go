@@ -13,6 +13,7 @@ import (
 	"github.com/gotpu/gotpu/models/gemma3"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/models/llama"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/models/qwen3"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -20,7 +21,9 @@ import (
 // handleGenerateModel is GET /generate?model=<dir or repo id>&prompt=...: generation from a
 // pretrained model rather than a job's checkpoint. model is a model directory under the
 // service's directories or, on a service with a Hub client, a Hub repo id ("org/name", "@rev",
-// or revision=); tokenizer= names another tokenizer (default: the model's tokenizer.json). The
+// or revision=); tokenizer= names another tokenizer (default: the model's tokenizer.json);
+// adapter= a PEFT LoRA adapter to attach to the model (a directory, or a Hub repo id with "@rev"
+// or adapter_revision=), under the same rules as model. The
 // request is checked first, fetching only config.json (and tokenizer.json) within HubTimeout;
 // the weights are fetched once a generation slot is held, while the client waits.
 func (s *Server) handleGenerateModel(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +42,9 @@ func (s *Server) handleGenerateModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	src, re := s.pretrainedSource(r.Context(), name, q.Get("tokenizer"), revision{value: q.Get("revision"), field: "revision"})
+	if re == nil && strings.TrimSpace(q.Get("adapter")) != "" {
+		re = s.adapterSource(r.Context(), &src, strings.TrimSpace(q.Get("adapter")), revision{value: q.Get("adapter_revision"), field: "adapter_revision"})
+	}
 	if re != nil {
 		if r.Context().Err() != nil {
 			return
@@ -146,6 +152,47 @@ func checkWeightsFit(rt *xla.Runtime, cfg models.Config) error {
 	if host.Known && (a.Overflowed() || need > host.Available) {
 		return fmt.Errorf("%w: this %s needs about %s for its %d parameters, but %s is available on the host",
 			models.ErrTooLarge, cfg.Architecture(), membudget.GiB(need), fp.Params, host)
+	}
+	return nil
+}
+
+// adapterSource adds the LoRA adapter a GET /generate request names to src: a directory under
+// the service's directories or, with -hub, a Hub repo id whose adapter_config.json is fetched
+// now and adapter_model.safetensors once a generation slot is held. Its config is checked
+// before the request is accepted; whether its tensors fit the model is checked when it is
+// attached (a 400 naming the adapter if not).
+func (s *Server) adapterSource(ctx context.Context, src *genSource, name string, rev revision) *requestError {
+	re := &requestError{}
+	as, ferr := resolveName(ctx, s.paths, s.hub, "adapter", name, rev, peft.ConfigFile)
+	if ferr != nil {
+		re.add(ferr.field, "%s", ferr.msg)
+		return re
+	}
+	dir := as.path
+	if as.repo != nil {
+		dir = filepath.Dir(as.path)
+	}
+	if _, msg := checkAdapterDir(dir, name, as.repo == nil); msg != "" {
+		re.add("adapter", "%s", msg)
+		return re
+	}
+	src.adapterDir, src.adapterLabel, src.resp.Adapter = dir, name, name
+	if as.repo != nil {
+		repo, hf, model := *as.repo, s.hub, src.fetch
+		src.fetch = func(ctx context.Context) error {
+			if model != nil {
+				if err := model(ctx); err != nil {
+					return err
+				}
+			}
+			err := fetchAdapterWeights(ctx, hf.c, repo, dir)
+			if err == nil || isUpstreamFailure(err) || ctx.Err() != nil {
+				return err
+			}
+			re := &requestError{cause: err}
+			re.add("adapter", "%q: %s", name, strings.ReplaceAll(err.Error(), hf.c.CacheDir(), hubCacheLabel))
+			return re
+		}
 	}
 	return nil
 }

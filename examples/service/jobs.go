@@ -16,7 +16,7 @@ type State string
 const (
 	StateQueued    State = "queued"    // waiting for a training slot (-max_running)
 	StateRunning   State = "running"   // preparing data and model, or training
-	StateCompleted State = "completed" // trained to max_steps; final model in output_dir
+	StateCompleted State = "completed" // trained to max_steps; final model (or LoRA adapter) in output_dir
 	StateCancelled State = "cancelled" // DELETE or shutdown: stopped after a step, checkpoint saved there
 	StateFailed    State = "failed"    // an error; see Progress.Error
 )
@@ -94,11 +94,17 @@ type Job struct {
 	// tokPath is the tokenizer's file ("" without one): generation borrows it from the server's
 	// tokenizer cache for the length of a request.
 	tokPath string
+	// baseDir is, for a job that trains a LoRA adapter, the base model directory its checkpoints
+	// (adapter files only) attach to for generation; "" for a job that trains the whole model.
+	baseDir string
 }
 
 func newJob(id, dir string, spec *jobSpec, now time.Time) *Job {
 	j := &Job{ID: id, Dir: dir, spec: spec, done: make(chan struct{}), changed: make(chan struct{}), firstStep: -1,
 		tokPath: spec.TokenizerPath}
+	if spec.lora() {
+		j.baseDir = spec.ModelDir
+	}
 	j.p = Progress{ID: id, State: StateQueued, OutputDir: dir, CreatedAt: now.UTC(), URLs: jobURLs(id)}
 	return j
 }

@@ -49,7 +49,7 @@ func TestPathErrorsRevealNothing(t *testing.T) {
 		"/etc/passwd",                           // exists, outside
 		filepath.Join(rootDir, "..", "outside"), // an existing directory outside
 	}
-	for _, field := range []string{"train_file", "validation_file", "model_name_or_path", "config_name", "tokenizer_name", "resume_from_checkpoint"} {
+	for _, field := range []string{"train_file", "validation_file", "model_name_or_path", "config_name", "tokenizer_name", "resume_from_checkpoint", "adapter_name_or_path"} {
 		var first string
 		for _, p := range paths {
 			body := map[string]any{"model_type": "gpt2", "train_file": "tokens.jsonl", field: p}
@@ -81,7 +81,7 @@ func TestPathErrorsRevealNothing(t *testing.T) {
 			if msg == "" || !strings.HasPrefix(msg, field+": ") {
 				t.Fatalf("%s %q: no message for the field in %s", field, p, ans)
 			}
-			takesRepoIDs := field == "model_name_or_path" || field == "config_name" || field == "tokenizer_name"
+			takesRepoIDs := field == "model_name_or_path" || field == "config_name" || field == "tokenizer_name" || field == "adapter_name_or_path"
 			msg, hinted := strings.CutSuffix(msg, "; "+needsHubHint)
 			if hinted != (takesRepoIDs && hub.LooksLikeRepoID(p)) {
 				t.Fatalf("%s %q: the -hub hint given: %v: %s", field, p, hinted, msg)

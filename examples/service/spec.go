@@ -20,6 +20,7 @@ import (
 	"github.com/gotpu/gotpu/models/gemma3"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/models/llama"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/models/qwen3"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
@@ -79,7 +80,22 @@ type jobSpec struct {
 	TextColumn      string
 	MaxTrainSamples int
 	MaxEvalSamples  int
+	// Peft is the new LoRA adapter a use_peft job trains on the frozen model_name_or_path
+	// (TRL's peft_config, from the lora_* fields); AdapterDir is adapter_name_or_path resolved, an
+	// adapter to continue training: a directory under the service's directories, or the Hub
+	// cache's snapshot of AdapterRepo (adapter_config.json fetched at validation,
+	// adapter_model.safetensors by the job). With either, the job trains and saves the adapter
+	// only (adapter_config.json + adapter_model.safetensors), as PEFT's save_pretrained does.
+	Peft        *peft.LoraConfig
+	AdapterDir  string
+	AdapterRepo *hub.Repo
+	// trainable bounds the adapter's trained elements, for the resource budget (0: every
+	// parameter is trained).
+	trainable int64
 }
+
+// lora reports whether the job trains a LoRA adapter rather than the whole model.
+func (s *jobSpec) lora() bool { return s.Peft != nil || s.AdapterDir != "" }
 
 // fieldError is one problem with one field of a request.
 type fieldError struct {
@@ -175,6 +191,7 @@ func parseSpec(ctx context.Context, body []byte, env specEnv) (_ *jobSpec, err e
 	s.checkServiceFields(re, env)
 	s.checkHubFields(re, md)
 	s.resolveModel(ctx, re, md, env)
+	s.resolvePeft(ctx, re, md, env)
 	s.resolveData(ctx, re, md, env)
 	if err := re.errOrNil(); err != nil {
 		return nil, err
@@ -204,7 +221,7 @@ func (s *jobSpec) checkBudget(env specEnv, args trainer.TrainingArguments) error
 	if env.rt == nil || s.modelCfg == nil {
 		return nil
 	}
-	est, err := trainer.CheckBudget(env.rt, trainer.BudgetRequest{Model: s.modelCfg, Args: args, Replicas: args.NumDevices, SeqLen: s.BlockSize})
+	est, err := trainer.CheckBudget(env.rt, s.budgetRequest(args))
 	if err == nil {
 		return nil
 	}
@@ -219,6 +236,12 @@ func (s *jobSpec) checkBudget(env specEnv, args trainer.TrainingArguments) error
 		field = s.modelField
 	}
 	return &requestError{Fields: []fieldError{{Field: field, Message: field + ": " + err.Error()}}, cause: err}
+}
+
+// budgetRequest is what the spec asks of the runtime's memory: with a LoRA adapter, gradients and
+// optimizer state for the adapter's tensors only, beside the frozen base.
+func (s *jobSpec) budgetRequest(args trainer.TrainingArguments) trainer.BudgetRequest {
+	return trainer.BudgetRequest{Model: s.modelCfg, Args: args, Replicas: args.NumDevices, SeqLen: s.BlockSize, TrainableParams: s.trainable}
 }
 
 // checkServiceFields handles the TrainingArguments the service decides itself: where a job

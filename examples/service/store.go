@@ -22,13 +22,15 @@ type jobRecord struct {
 	ID            string          `json:"id"`
 	Request       json.RawMessage `json:"request"`
 	TokenizerPath string          `json:"tokenizer_path,omitempty"`
-	Progress      Progress        `json:"progress"`
+	// BaseModelPath is a LoRA job's base model directory, which its adapter checkpoints need.
+	BaseModelPath string   `json:"base_model_path,omitempty"`
+	Progress      Progress `json:"progress"`
 }
 
 // saveJob writes job.json atomically (temporary file, then rename).
 func saveJob(j *Job) error {
 	j.mu.Lock()
-	rec := jobRecord{ID: j.ID, Progress: j.p, TokenizerPath: j.tokPath}
+	rec := jobRecord{ID: j.ID, Progress: j.p, TokenizerPath: j.tokPath, BaseModelPath: j.baseDir}
 	j.mu.Unlock()
 	if j.spec != nil {
 		rec.Request = j.spec.Body
@@ -74,7 +76,7 @@ func loadJobs(dir string, now time.Time) ([]*Job, error) {
 		if rec.ID != de.Name() {
 			return nil, fmt.Errorf("service: %s: field \"id\" is %q, want the directory name %q", path, rec.ID, de.Name())
 		}
-		j := &Job{ID: rec.ID, Dir: filepath.Join(dir, de.Name()), p: rec.Progress, tokPath: rec.TokenizerPath,
+		j := &Job{ID: rec.ID, Dir: filepath.Join(dir, de.Name()), p: rec.Progress, tokPath: rec.TokenizerPath, baseDir: rec.BaseModelPath,
 			done: make(chan struct{}), changed: make(chan struct{}), firstStep: -1, cancel: func() {}}
 		close(j.done)
 		if !j.p.State.Done() {

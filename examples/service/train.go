@@ -11,12 +11,15 @@ import (
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
 )
 
 // train runs one job to its end: model, data, Trainer.Train, and for a completed run the final
-// model and trainer_state.json in output_dir (HF's trainer.save_model() and save_state()). A
+// model and trainer_state.json in output_dir (HF's trainer.save_model() and save_state()); a
+// LoRA job (use_peft, adapter_name_or_path) trains the adapter alone and saves it, as PEFT's
+// save_pretrained writes it (adapter_config.json, adapter_model.safetensors), not the base. A
 // cancelled ctx makes Train finish its current update and commit a checkpoint there; train then
 // returns the context's error. A model named by a Hub repo id has its weights fetched (hc) here,
 // in the job, rather than while POST /jobs waited: that can take minutes.
@@ -45,6 +48,17 @@ func train(ctx context.Context, rt *xla.Runtime, hc *hub.Client, j *Job, log *sl
 	if _, ok := model.(models.CausalLM); !ok {
 		return fmt.Errorf("model: %s is not a causal LM", model.Architecture())
 	}
+	if s.AdapterDir != "" {
+		// Training continues the adapter: its config decides r, alpha and the targets.
+		if s.AdapterRepo != nil {
+			if err := fetchAdapterWeights(ctx, hc, *s.AdapterRepo, s.AdapterDir); err != nil {
+				return fmt.Errorf("adapter_name_or_path: %w", err)
+			}
+		}
+		if model, err = peft.Load(ctx, rt, model, s.AdapterDir, peft.Options{Log: log}); err != nil {
+			return fmt.Errorf("adapter_name_or_path: %w", err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -69,6 +83,8 @@ func train(ctx context.Context, rt *xla.Runtime, hc *hub.Client, j *Job, log *sl
 		Runtime:   rt,
 		Callbacks: []trainer.Callback{&progressCallback{job: j, now: now}},
 		Logger:    log,
+		// use_peft: the trainer attaches a new adapter (TRL's peft_config), drawn from seed.
+		PeftConfig: s.Peft,
 	})
 	if err != nil {
 		return err
