@@ -69,6 +69,7 @@ bench: bench-pytorch
 	$(GO) test -run '^$$' -bench PipelineOverlap -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
+	$(GO) test -run '^$$' -bench LoRAvsFull -benchtime 1x -timeout 30m ./trainer
 	data/tokenizer/bench/compare.sh
 
 # Issue #7's comparison: the benchmark GPT-2 (vocab 8192, d 256, 4 layers, 4 heads, batch 8 x seq

@@ -186,8 +186,13 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	if t.stepper, err = step.New(opts.Runtime, model, t.stepCfg); err != nil {
 		return nil, err
 	}
+	// PEFT's print_trainable_parameters, for runs that train part of the model (debug otherwise).
 	trainable, all := t.ParamCounts()
-	t.log.Info("parameters", "trainable", trainable, "all", all,
+	level := slog.LevelDebug
+	if trainable < all {
+		level = slog.LevelInfo
+	}
+	t.log.Log(context.Background(), level, "parameters", "trainable", trainable, "all", all,
 		"trainable_percent", 100*float64(trainable)/float64(max(all, 1)), "optimizer_state_bytes", t.OptimizerStateBytes())
 	return t, nil
 }
@@ -312,13 +317,21 @@ func (t *Trainer) Close() error {
 }
 
 // flopsPerToken estimates training FLOPs per token as 6 × parameters (the attention term needs
-// the architecture's dimensions; MFU is then a slight underestimate).
+// the architecture's dimensions; MFU is then a slight underestimate). A frozen parameter (a LoRA
+// run's base) costs 4, not 6: the forward pass and the input gradients go through it, but no
+// gradient of its own is computed.
 func (t *Trainer) flopsPerToken() float64 {
 	n := 0
-	for _, p := range allParams(t.model) {
+	for _, p := range t.model.Params() {
 		n += p.NumElements()
 	}
-	return TrainingFLOPsPerToken(n, 0, 0, 0)
+	frozen := 0
+	if f, ok := t.model.(models.Frozen); ok {
+		for _, p := range f.FrozenParams() {
+			frozen += p.NumElements()
+		}
+	}
+	return TrainingFLOPsPerToken(n, 0, 0, 0) + 4*float64(frozen)
 }
 
 // nonEmbeddingParams counts parameters outside embedding tables, as HF's
