@@ -28,25 +28,9 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 		}
 		return nameOrPath, nil
 	}
-	if !hub.LooksLikeRepoID(nameOrPath) {
-		return "", fmt.Errorf("%s: no such directory, and not a Hugging Face repo id (org/name)", nameOrPath)
-	}
-	repo, err := hub.ParseRepo(nameOrPath, hub.ModelRepo)
+	repo, c, err := HubRepo(nameOrPath, opts)
 	if err != nil {
 		return "", err
-	}
-	if repo.Revision == "" {
-		repo.Revision = opts.Revision
-	}
-	c := opts.Hub
-	if c == nil {
-		cfg, err := hub.ConfigFromEnv(os.Getenv)
-		if err != nil {
-			return "", err
-		}
-		if c, err = hub.New(cfg); err != nil {
-			return "", err
-		}
 	}
 	cfgPath, err := c.Download(ctx, repo, core.ConfigFile)
 	if err != nil {
@@ -85,6 +69,34 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 		}
 	}
 	return dir, nil
+}
+
+// HubRepo parses a model repo id ("org/name[@revision]"; opts.Revision when it names none) and
+// returns it with opts.Hub, or a client configured from the environment when that is nil: what
+// every from_pretrained-style lookup (models, adapters) starts from once nameOrPath is not a
+// local directory.
+func HubRepo(nameOrPath string, opts HubOptions) (hub.Repo, *hub.Client, error) {
+	if !hub.LooksLikeRepoID(nameOrPath) {
+		return hub.Repo{}, nil, fmt.Errorf("%s: no such directory, and not a Hugging Face repo id (org/name)", nameOrPath)
+	}
+	repo, err := hub.ParseRepo(nameOrPath, hub.ModelRepo)
+	if err != nil {
+		return hub.Repo{}, nil, err
+	}
+	if repo.Revision == "" {
+		repo.Revision = opts.Revision
+	}
+	c := opts.Hub
+	if c == nil {
+		cfg, err := hub.ConfigFromEnv(os.Getenv)
+		if err != nil {
+			return hub.Repo{}, nil, err
+		}
+		if c, err = hub.New(cfg); err != nil {
+			return hub.Repo{}, nil, err
+		}
+	}
+	return repo, c, nil
 }
 
 // HubOptions say where ResolvePretrained (and Load, for a repo id) fetches from.

@@ -3,7 +3,6 @@ package trainer_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"github.com/gotpu/gotpu/internal/safetensors"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/gpt2"
+	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -46,6 +46,8 @@ type resumeCase struct {
 	mesh []int
 	// maxSteps replaces the default 20 when set.
 	maxSteps int
+	// peft attaches a LoRA adapter (trainer.Options.PeftConfig) when set.
+	peft *peft.LoraConfig
 }
 
 func (c resumeCase) args(out string) trainer.TrainingArguments {
@@ -87,7 +89,7 @@ func (c resumeCase) train(t *testing.T, devices int, perDevice int, out string, 
 		cbs = append(cbs, &stopAfter{step: stop, cancel: cancel})
 	}
 	tr, err := trainer.New(a, gpt2With(t, rt, c.dropout), counting(40, 0), nil,
-		trainer.Options{Runtime: rt, Logger: quiet(), Callbacks: cbs})
+		trainer.Options{Runtime: rt, Logger: quiet(), Callbacks: cbs, PeftConfig: c.peft})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +146,14 @@ func TestExactResume(t *testing.T) {
 // of the last step and logged the same losses, one per step.
 func sameRun(t *testing.T, straight, split string, steps int, a, b *trainer.TrainerState, extra ...string) {
 	t.Helper()
+	sameRunFiles(t, straight, split, steps, a, b, append([]string{"model.safetensors", "optimizer.safetensors", "rng_state.safetensors"}, extra...))
+}
+
+// sameRunFiles is sameRun for the given files of the last step's checkpoint.
+func sameRunFiles(t *testing.T, straight, split string, steps int, a, b *trainer.TrainerState, files []string) {
+	t.Helper()
 	dir := checkpoint.DirName(steps)
-	for _, f := range append([]string{"model.safetensors", "optimizer.safetensors", "rng_state.safetensors"}, extra...) {
+	for _, f := range files {
 		x, err1 := os.ReadFile(filepath.Join(straight, dir, f))
 		y, err2 := os.ReadFile(filepath.Join(split, dir, f))
 		if err1 != nil || err2 != nil {
@@ -186,21 +194,11 @@ func maxAbsDiffF32(t *testing.T, xPath, yPath string) float64 {
 
 func readF32(t *testing.T, path string) map[string][]float32 {
 	t.Helper()
-	f, err := safetensors.Open(path)
+	v, _, err := safetensors.ReadFloat32File(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string][]float32{}
-	for _, n := range f.Names() {
-		b, _ := f.Bytes(n)
-		v := make([]float32, len(b)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		out[n] = v
-	}
-	return out
+	return v
 }
 
 // TestResumeOnOtherDeviceCount: 10 steps on 8 devices, resumed on 1 device with the same global

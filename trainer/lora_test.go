@@ -2,7 +2,6 @@ package trainer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,34 +29,12 @@ func (c loraCase) peftConfig() *peft.LoraConfig {
 	return &cfg
 }
 
-// train is resumeCase.train with the adapter attached by the trainer (Options.PeftConfig).
+// train is resumeCase.train with the case's adapter attached by the trainer.
 func (c loraCase) train(t *testing.T, out string, stop int, resume bool) *trainer.TrainerState {
 	t.Helper()
-	rt := openRT(t, c.devices)
-	a := c.args(out)
-	if resume {
-		a.ResumeFromCheckpoint = "true"
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var cbs []trainer.Callback
-	if stop > 0 {
-		cbs = append(cbs, &stopAfter{step: stop, cancel: cancel})
-	}
-	tr, err := trainer.New(a, gpt2With(t, rt, c.dropout), counting(40, 0), nil,
-		trainer.Options{Runtime: rt, Logger: quiet(), Callbacks: cbs, PeftConfig: c.peftConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = tr.Train(ctx)
-	if stop > 0 {
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("interrupted run: %v", err)
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return tr.State()
+	rc := c.resumeCase
+	rc.peft = c.peftConfig()
+	return rc.train(t, c.devices, c.perDevice, out, stop, resume)
 }
 
 // TestLoRAExactResume: a LoRA run of 10 steps + resume + 10 writes bitwise the same adapter,
@@ -122,26 +99,7 @@ func checkAdapterOnly(t *testing.T, path, kindPrefix string) {
 
 func sameLoRARun(t *testing.T, straight, split string, steps int, a, b *trainer.TrainerState) {
 	t.Helper()
-	dir := checkpoint.DirName(steps)
-	for _, f := range []string{"adapter_model.safetensors", "adapter_config.json", "optimizer.safetensors", "rng_state.safetensors"} {
-		x, err1 := os.ReadFile(filepath.Join(straight, dir, f))
-		y, err2 := os.ReadFile(filepath.Join(split, dir, f))
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if string(x) != string(y) {
-			t.Errorf("%s differs between the straight and the resumed run", f)
-		}
-	}
-	la, lb := loggedLosses(a), loggedLosses(b)
-	if len(la) != steps || len(lb) != steps {
-		t.Fatalf("logged %d and %d losses, want %d", len(la), len(lb), steps)
-	}
-	for s, v := range la {
-		if lb[s] != v {
-			t.Errorf("step %d: loss %v straight, %v resumed", s, v, lb[s])
-		}
-	}
+	sameRunFiles(t, straight, split, steps, a, b, []string{"adapter_model.safetensors", "adapter_config.json", "optimizer.safetensors", "rng_state.safetensors"})
 }
 
 // TestLoRAFrozenBase: after LoRA training the base weights are bitwise what they were (the
@@ -206,20 +164,9 @@ func modelValues(t *testing.T, m models.Model) map[string][]float32 {
 	if _, ok := peft.Of(m); ok {
 		name = "adapter_model.safetensors"
 	}
-	f, err := safetensors.Open(filepath.Join(dir, name))
+	out, _, err := safetensors.ReadFloat32File(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string][]float32{}
-	for _, n := range f.Names() {
-		info, _ := f.Info(n)
-		raw, _ := f.Bytes(n)
-		v := make([]float32, info.NumElements())
-		if err := safetensors.DecodeFloat32(info.DType, raw, v); err != nil {
-			t.Fatal(err)
-		}
-		out[n] = v
 	}
 	return out
 }

@@ -23,11 +23,21 @@ func resolveAdapterFlag(ctx context.Context, nameOrPath, revision string, stderr
 	return peft.ResolveAdapter(ctx, nameOrPath, models.HubOptions{Hub: c, Revision: revision})
 }
 
-// withAdapter attaches the adapter in dir ("" for none) to base: score, generate, eval and the
-// service run the adapted model.
-func withAdapter(ctx context.Context, rt *xla.Runtime, base models.Model, dir string) (models.Model, error) {
-	if dir == "" {
-		return base, nil
+// openAdapted opens the runtime the device flags ask for and loads modelDir (variables of dtype,
+// as --dtype) with the adapter in adapterDir attached ("" for none): what score, generate and
+// merge run. The caller closes the runtime.
+func openAdapted(ctx context.Context, dev *deviceFlags, modelDir, dtype, adapterDir string) (*xla.Runtime, models.Model, error) {
+	rt, err := dev.open(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	return peft.Load(ctx, rt, base, dir, peft.Options{})
+	m, err := models.Load(ctx, rt, modelDir, models.LoadOptions{DType: dtype})
+	if err == nil && adapterDir != "" {
+		m, err = peft.Load(ctx, rt, m, adapterDir, peft.Options{})
+	}
+	if err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
+	return rt, m, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/gotpu/gotpu/internal/cli"
-	"github.com/gotpu/gotpu/xla"
 )
 
 // runDevices implements `gotpu devices`.
@@ -39,11 +38,7 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() > 0 {
 		return cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	cfg := dev.config()
-	if err := cfg.Validate(); err != nil {
-		return cli.UsageError("%v", err)
-	}
-	rt, err := xla.Open(ctx, cfg)
+	rt, err := dev.open(ctx)
 	if err != nil {
 		return err
 	}

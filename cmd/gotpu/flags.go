@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,4 +60,14 @@ func (d *deviceFlags) config() xla.Config {
 	cfg.PluginPath = d.pluginPath
 	cfg.GoBackend = d.goBackend
 	return cfg
+}
+
+// open validates the device flags (a bad value is a usage error) and opens the runtime; the
+// caller closes it.
+func (d *deviceFlags) open(ctx context.Context) (*xla.Runtime, error) {
+	cfg := d.config()
+	if err := cfg.Validate(); err != nil {
+		return nil, cli.UsageError("%v", err)
+	}
+	return xla.Open(ctx, cfg)
 }

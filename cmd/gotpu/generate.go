@@ -13,7 +13,6 @@ import (
 
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
-	"github.com/gotpu/gotpu/xla"
 )
 
 // runGenerate implements `gotpu generate` for causal LMs (GPT-2, Llama, Mistral, Qwen2).
@@ -118,23 +117,11 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	cfg := dev.config()
-	if err := cfg.Validate(); err != nil {
-		return cli.UsageError("%v", err)
-	}
-	rt, err := xla.Open(ctx, cfg)
+	rt, m, err := openAdapted(ctx, &dev, *model, *dtype, adapterDir)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	base, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
-	if err != nil {
-		return err
-	}
-	m, err := withAdapter(ctx, rt, base, adapterDir)
-	if err != nil {
-		return err
-	}
 	lm, ok := m.(models.CausalLM)
 	if !ok {
 		return fmt.Errorf("%s: %s is not a causal language model; generate needs GPT-2, Llama, Mistral or Qwen2", *model, m.Architecture())

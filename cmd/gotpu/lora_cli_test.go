@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gotpu/gotpu/hub/hubtest"
+	"github.com/gotpu/gotpu/internal/safetensors"
 )
 
 // loraCLIRef is the part of a LoRA fixture's reference.json (testdata/models/lora/*) that the
@@ -104,7 +105,10 @@ func TestScoreAdapterReproducesFixtures(t *testing.T) {
 			if d := math.Abs(loss - ref.Loss); d > 1e-5 {
 				t.Errorf("loss %.9f, reference %.9f (|d| %.2g > 1e-5)", loss, ref.Loss, d)
 			}
-			vals, shapes, _ := readSafetensorsF32(t, logitsPath)
+			vals, shapes, err := safetensors.ReadFloat32File(logitsPath)
+			if err != nil {
+				t.Fatal(err)
+			}
 			want := []int{len(ref.Logits.Values), len(ref.Logits.Values[0]), len(ref.Logits.Values[0][0])}
 			if !slices.Equal(shapes["logits"], want) {
 				t.Fatalf("logits shape %v, reference %v", shapes["logits"], want)
@@ -141,7 +145,10 @@ func checkMergedChecksums(t *testing.T, ref *loraCLIRef, files ...string) (worst
 	t.Helper()
 	seen := map[string]bool{}
 	for _, path := range files {
-		vals, shapes, _ := readSafetensorsF32(t, path)
+		vals, shapes, err := safetensors.ReadFloat32File(path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for name, v := range vals {
 			refName := strings.TrimPrefix(name, "transformer.")
 			w, ok := ref.MergedInitial.Tensors[refName]
@@ -341,45 +348,10 @@ func TestMergeIntoExistingDirectory(t *testing.T) {
 // by merge and by score with an error naming the file and the field or tensor; merge leaves no
 // output directory (nor a staging one) and score no logits file.
 func TestAdapterErrors(t *testing.T) {
-	gpt2 := loraFixtureDir("gpt2-lora-tiny")
 	llama := loraFixtureDir("llama-lora-tiny")
 	src := t.TempDir()
-	// variant makes a corrupted copy of the gpt2 fixture: edit changes its adapter_config.json
-	// (nil: removes it), files maps the fixture's adapter_model.safetensors to the names given.
 	variant := func(name string, edit func(map[string]any), weights ...string) string {
-		dir := filepath.Join(src, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if edit != nil {
-			raw, err := os.ReadFile(filepath.Join(gpt2, "adapter_config.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cfg map[string]any
-			if err := json.Unmarshal(raw, &cfg); err != nil {
-				t.Fatal(err)
-			}
-			edit(cfg)
-			b, _ := json.MarshalIndent(cfg, "", "  ")
-			if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, w := range weights {
-			from := filepath.Join(gpt2, "adapter_model.safetensors")
-			if strings.HasPrefix(w, "llama:") {
-				from, w = filepath.Join(llama, "adapter_model.safetensors"), strings.TrimPrefix(w, "llama:")
-			}
-			b, err := os.ReadFile(from)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, w), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return dir
+		return adapterVariant(t, filepath.Join(src, name), edit, weights...)
 	}
 	keep := func(map[string]any) {}
 	cases := []struct {

@@ -53,30 +53,6 @@ func flatten(t *testing.T, raw json.RawMessage) []float64 {
 	return out
 }
 
-// readSafetensorsF32 reads every tensor of a safetensors file as float32 values and shapes.
-func readSafetensorsF32(t *testing.T, path string) (map[string][]float32, map[string][]int, map[string]string) {
-	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	vals, shapes := map[string][]float32{}, map[string][]int{}
-	for _, name := range f.Names() {
-		info, _ := f.Info(name)
-		raw, err := f.Bytes(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := make([]float32, info.NumElements())
-		if err := safetensors.DecodeFloat32(info.DType, raw, v); err != nil {
-			t.Fatal(err)
-		}
-		vals[name], shapes[name] = v, info.Shape
-	}
-	return vals, shapes, f.Metadata()
-}
-
 // TestTrainLoRAReproducesFixtures is the LoRA acceptance run: `gotpu train --use_peft
 // --adapter_name_or_path FIXTURE` for 3 steps on the fixture's batch reproduces PEFT's adapter
 // tensors elementwise (max |d| ≤ 1e-6: a forgotten weight decay moves each element by ~1.5e-5)
@@ -117,9 +93,15 @@ func TestTrainLoRAReproducesFixtures(t *testing.T) {
 					t.Fatalf("gotpu train: exit %d\n%s", code, errOut)
 				}
 				checkLosses(t, filepath.Join(out, "trainer_state.json"), want.Losses)
-				got, shapes, md := readSafetensorsF32(t, filepath.Join(out, "adapter_model.safetensors"))
-				if md["format"] != "pt" {
-					t.Errorf("metadata %v, want format pt", md)
+				adapterFile := filepath.Join(out, "adapter_model.safetensors")
+				got, shapes, err := safetensors.ReadFloat32File(adapterFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f, err := safetensors.Open(adapterFile); err != nil || f.Metadata()["format"] != "pt" {
+					t.Errorf("%s: metadata not {\"format\": \"pt\"} (%v)", adapterFile, err)
+				} else {
+					f.Close()
 				}
 				var names []string
 				for name := range want.AdapterAfter.Values {
@@ -174,7 +156,7 @@ func TestTrainLoRABadInput(t *testing.T) {
 	writeBatchJSONL(t, "gpt2-tiny", batchFile)
 	gpt2 := filepath.Join("..", "..", "testdata", "models", "gpt2-tiny")
 	wrongR := filepath.Join(dir, "wrong-r")
-	copyAdapter(t, loraFixtureDir("gpt2-lora-tiny"), wrongR, func(cfg map[string]any) { cfg["r"] = 8 })
+	adapterVariant(t, wrongR, func(cfg map[string]any) { cfg["r"] = 8 }, "adapter_model.safetensors")
 	for _, c := range []struct {
 		name string
 		args []string
@@ -209,30 +191,42 @@ func TestTrainLoRABadInput(t *testing.T) {
 	}
 }
 
-// copyAdapter copies an adapter directory, editing its adapter_config.json.
-func copyAdapter(t *testing.T, src, dst string, edit func(map[string]any)) {
+// adapterVariant writes a corrupted copy of the gpt2-lora-tiny fixture into dir: edit changes
+// its adapter_config.json (nil: none is written), and the fixture's adapter_model.safetensors is
+// copied under each name of weights ("llama:NAME" copies llama-lora-tiny's instead).
+func adapterVariant(t *testing.T, dir string, edit func(map[string]any), weights ...string) string {
 	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	gpt2, llama := loraFixtureDir("gpt2-lora-tiny"), loraFixtureDir("llama-lora-tiny")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w, err := os.ReadFile(filepath.Join(src, "adapter_model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
+	if edit != nil {
+		raw, err := os.ReadFile(filepath.Join(gpt2, "adapter_config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		edit(cfg)
+		b, _ := json.MarshalIndent(cfg, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dst, "adapter_model.safetensors"), w, 0o644); err != nil {
-		t.Fatal(err)
+	for _, w := range weights {
+		from := filepath.Join(gpt2, "adapter_model.safetensors")
+		if name, ok := strings.CutPrefix(w, "llama:"); ok {
+			from, w = filepath.Join(llama, "adapter_model.safetensors"), name
+		}
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, w), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	raw, err := os.ReadFile(filepath.Join(src, "adapter_config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	edit(cfg)
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	if err := os.WriteFile(filepath.Join(dst, "adapter_config.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return dir
 }

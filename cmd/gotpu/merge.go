@@ -15,7 +15,6 @@ import (
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/peft"
-	"github.com/gotpu/gotpu/xla"
 )
 
 // tokenizerFiles are the files of a model directory that transformers' AutoTokenizer reads
@@ -107,23 +106,11 @@ func runMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	cfg := dev.config()
-	if err := cfg.Validate(); err != nil {
-		return cli.UsageError("%v", err)
-	}
-	rt, err := xla.Open(ctx, cfg)
+	rt, adapted, err := openAdapted(ctx, &dev, baseDir, *dtype, adapterDir)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	base, err := models.Load(ctx, rt, baseDir, models.LoadOptions{DType: *dtype})
-	if err != nil {
-		return err
-	}
-	adapted, err := peft.Load(ctx, rt, base, adapterDir, peft.Options{})
-	if err != nil {
-		return err
-	}
 	merged, err := peft.Merge(ctx, adapted)
 	if err != nil {
 		return err

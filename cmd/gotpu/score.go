@@ -8,7 +8,6 @@ import (
 
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
-	"github.com/gotpu/gotpu/xla"
 )
 
 // runScore implements `gotpu score`.
@@ -70,23 +69,11 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer f.Close()
 		in = f
 	}
-	cfg := dev.config()
-	if err := cfg.Validate(); err != nil {
-		return cli.UsageError("%v", err)
-	}
-	rt, err := xla.Open(ctx, cfg)
+	rt, m, err := openAdapted(ctx, &dev, *model, *dtype, adapterDir)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	base, err := models.Load(ctx, rt, *model, models.LoadOptions{DType: *dtype})
-	if err != nil {
-		return err
-	}
-	m, err := withAdapter(ctx, rt, base, adapterDir)
-	if err != nil {
-		return err
-	}
 	if err := models.ScoreJSONLines(ctx, rt, m, in, stdout, *logits); err != nil {
 		if *input != "-" {
 			return fmt.Errorf("%s: %w", *input, err)

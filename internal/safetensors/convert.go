@@ -69,3 +69,27 @@ func Float32ToBF16Bits(v float32) uint16 {
 	b += 0x7fff + (b>>16)&1
 	return uint16(b >> 16)
 }
+
+// ReadFloat32File reads every tensor of a safetensors file, widened or rounded to float32
+// (DecodeFloat32's dtypes), with its shape: for tools and tests that compare weights.
+func ReadFloat32File(path string) (values map[string][]float32, shapes map[string][]int, err error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	values, shapes = map[string][]float32{}, map[string][]int{}
+	for _, name := range f.Names() {
+		info, _ := f.Info(name)
+		raw, err := f.Bytes(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", path, name, err)
+		}
+		v := make([]float32, info.NumElements())
+		if err := DecodeFloat32(info.DType, raw, v); err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", path, name, err)
+		}
+		values[name], shapes[name] = v, info.Shape
+	}
+	return values, shapes, nil
+}

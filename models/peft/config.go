@@ -349,6 +349,20 @@ func listOrRegex(v any) ([]string, string, error) {
 	return nil, "", fmt.Errorf("%v is neither a list of names nor a regular expression", v)
 }
 
+// listOrRegexJSON is a target_modules-like value as PEFT writes it: the expression string, a
+// sorted set of names, or null.
+func listOrRegexJSON(list []string, re string) any {
+	switch {
+	case re != "":
+		return re
+	case list != nil:
+		t := slices.Clone(list)
+		sort.Strings(t)
+		return slices.Compact(t)
+	}
+	return nil
+}
+
 func jsonEqual(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -373,24 +387,8 @@ func (c LoraConfig) JSON() ([]byte, error) {
 	if c.RevisionOfBase != nil {
 		out["revision"] = *c.RevisionOfBase
 	}
-	var targets any
-	switch {
-	case c.TargetModulesRegex != "":
-		targets = c.TargetModulesRegex
-	case c.TargetModules != nil:
-		t := slices.Clone(c.TargetModules)
-		sort.Strings(t)
-		targets = slices.Compact(t)
-	}
-	var exclude any
-	switch {
-	case c.ExcludeModulesRegex != "":
-		exclude = c.ExcludeModulesRegex
-	case c.ExcludeModules != nil:
-		t := slices.Clone(c.ExcludeModules)
-		sort.Strings(t)
-		exclude = slices.Compact(t)
-	}
+	targets := listOrRegexJSON(c.TargetModules, c.TargetModulesRegex)
+	exclude := listOrRegexJSON(c.ExcludeModules, c.ExcludeModulesRegex)
 	version := c.PeftVersionWritten
 	if version == "" {
 		version = PeftVersion

@@ -265,20 +265,9 @@ func checkMerged(t *testing.T, path string, want merged, f loraFixture) {
 // readAdapterFile reads every tensor of an adapter_model.safetensors as float32.
 func readAdapterFile(t *testing.T, path string) map[string][]float32 {
 	t.Helper()
-	f, err := safetensors.Open(path)
+	v, _, err := safetensors.ReadFloat32File(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string][]float32{}
-	for _, n := range f.Names() {
-		info, _ := f.Info(n)
-		raw, _ := f.Bytes(n)
-		v := make([]float32, info.NumElements())
-		if err := safetensors.DecodeFloat32(info.DType, raw, v); err != nil {
-			t.Fatal(err)
-		}
-		out[n] = v
-	}
-	return out
+	return v
 }

@@ -28,25 +28,9 @@ func ResolveAdapter(ctx context.Context, nameOrPath string, opts models.HubOptio
 		}
 		return nameOrPath, nil
 	}
-	if !hub.LooksLikeRepoID(nameOrPath) {
-		return "", fmt.Errorf("%s: no such directory, and not a Hugging Face repo id (org/name)", nameOrPath)
-	}
-	repo, err := hub.ParseRepo(nameOrPath, hub.ModelRepo)
+	repo, c, err := models.HubRepo(nameOrPath, opts)
 	if err != nil {
 		return "", err
-	}
-	if repo.Revision == "" {
-		repo.Revision = opts.Revision
-	}
-	c := opts.Hub
-	if c == nil {
-		cfg, err := hub.ConfigFromEnv(os.Getenv)
-		if err != nil {
-			return "", err
-		}
-		if c, err = hub.New(cfg); err != nil {
-			return "", err
-		}
 	}
 	cfgPath, err := c.Download(ctx, repo, ConfigFile)
 	if err != nil {
