@@ -23,6 +23,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gotpu/gotpu/examples/internal/gocorpus"
 )
 
 func main() {
@@ -69,7 +71,7 @@ func defaultOptions() options {
 	return options{
 		maxSteps: 60, blockSize: 128, batch: 4, gradAccum: 4, vocab: 2048,
 		evalEvery: 20, saveEvery: 20, trainBytes: 1 << 20, evalBlocks: 48,
-		lr: 3e-3, warmupRatio: 0.1, bf16: true, corpus: corpusComments,
+		lr: 3e-3, warmupRatio: 0.1, bf16: true, corpus: gocorpus.Comments,
 		outputDir:     filepath.Join("out", "llama-finetune"),
 		tokenizerPath: filepath.Join("testdata", "tokenizers", "mistral-7b", "tokenizer.json.gz"),
 		device:        "auto", seed: 42,

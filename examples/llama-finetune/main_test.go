@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotpu/gotpu/examples/internal/gocorpus"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -78,8 +79,8 @@ func TestInterruptAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	lm, ok := m.(models.CausalLM)
-	vm, verr := loadVocabMap(filepath.Join(o.outputDir, vocabFile))
-	if !ok || m.Architecture() != "LlamaForCausalLM" || verr != nil || vm == nil || lm.VocabSize() != vm.size() || vm.size() != 256 {
+	vm, verr := gocorpus.LoadVocabMap(filepath.Join(o.outputDir, gocorpus.VocabFile))
+	if !ok || m.Architecture() != "LlamaForCausalLM" || verr != nil || vm == nil || lm.VocabSize() != vm.Size() || vm.Size() != 256 {
 		t.Fatalf("saved model %s (causal LM %v), vocab map %v (%v)", m.Architecture(), ok, vm, verr)
 	}
 	// The specials keep their Mistral ids, which config.json's bos/eos ids name.
@@ -90,8 +91,8 @@ func TestInterruptAndResume(t *testing.T) {
 	// Resuming with another vocabulary would read the checkpoint's embedding rows as other
 	// tokens: refused, naming the file.
 	o.vocab = 300
-	if _, err := run(context.Background(), o); err == nil || !strings.Contains(err.Error(), vocabFile) {
-		t.Errorf("resume with another -vocab: error %v, want one naming %s", err, vocabFile)
+	if _, err := run(context.Background(), o); err == nil || !strings.Contains(err.Error(), gocorpus.VocabFile) {
+		t.Errorf("resume with another -vocab: error %v, want one naming %s", err, gocorpus.VocabFile)
 	}
 }
 
@@ -114,62 +115,9 @@ func TestFineTuneFromModel(t *testing.T) {
 	if ft.before != pre.after || ft.after == ft.before || ft.steps != 2 {
 		t.Errorf("fine-tuning: held-out loss %.6f → %.6f in %d steps; the base model ended at %.6f", ft.before, ft.after, ft.steps, pre.after)
 	}
-	a, _ := os.ReadFile(filepath.Join(base.outputDir, vocabFile))
-	b, _ := os.ReadFile(filepath.Join(o.outputDir, vocabFile))
+	a, _ := os.ReadFile(filepath.Join(base.outputDir, gocorpus.VocabFile))
+	b, _ := os.ReadFile(filepath.Join(o.outputDir, gocorpus.VocabFile))
 	if len(a) == 0 || string(a) != string(b) {
 		t.Error("the fine-tuned model's vocab_map.json differs from its base model's")
-	}
-}
-
-// TestDocuments: both corpora come from disjoint file sets, comments without directives.
-func TestDocuments(t *testing.T) {
-	for _, kind := range []string{corpusComments, corpusCode} {
-		train, held, err := documents(goRootSrc(), kind, 200<<10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(train) < 10 || len(held) == 0 {
-			t.Fatalf("%s: %d training and %d held-out documents", kind, len(train), len(held))
-		}
-		all := "\n" + strings.Join(append(train, held...), "\n")
-		// Source files have package clauses; comments lose their directives (a stripped
-		// "//go:build linux" would be a line "go:build linux").
-		directives := strings.Contains(all, "\ngo:build ") || strings.Contains(all, "\ngo:linkname ")
-		if kind == corpusCode && !strings.Contains(all, "\npackage ") || kind == corpusComments && directives {
-			t.Errorf("%s corpus: package clauses %v, directive lines %v", kind, strings.Contains(all, "\npackage "), directives)
-		}
-	}
-	if _, _, err := documents(goRootSrc(), "prose", 1); err == nil || !strings.Contains(err.Error(), "-corpus") {
-		t.Errorf("unknown corpus: error %v, want one naming -corpus", err)
-	}
-}
-
-// TestCommentText: comments lose their markers, directives and the licence header; groups
-// become paragraphs.
-func TestCommentText(t *testing.T) {
-	src := `// Copyright 2024 The Go Authors. All rights reserved.
-// Use of this source code is governed by a BSD-style
-// license that can be found in the LICENSE file.
-
-//go:build linux
-
-// Package demo shows
-// comment extraction.
-package demo
-
-/* A block
-comment. */
-func f() {} // trailing
-`
-	got, err := commentText("demo.go", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "Package demo shows\ncomment extraction.\n\nA block\ncomment.\n\ntrailing\n"
-	if got != want {
-		t.Errorf("commentText = %q, want %q", got, want)
-	}
-	if _, err := commentText("bad.go", []byte("/* never closed")); err == nil || !strings.Contains(err.Error(), "bad.go") {
-		t.Errorf("unterminated comment: error %v, want one naming the file", err)
 	}
 }

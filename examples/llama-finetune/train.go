@@ -13,6 +13,7 @@ import (
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/examples/internal/gocorpus"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/llama"
 	"github.com/gotpu/gotpu/trainer"
@@ -55,15 +56,15 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (run from the repository root, or pass -tokenizer)", err)
 	}
-	trainDocs, evalDocs, err := documents(goRootSrc(), o.corpus, o.trainBytes)
+	trainDocs, evalDocs, err := gocorpus.Documents(gocorpus.GoRootSrc(), o.corpus, o.trainBytes)
 	if err != nil {
 		return nil, err
 	}
-	trainIDs, err := tokenize(ctx, tok, trainDocs)
+	trainIDs, err := gocorpus.Tokenize(ctx, tok, trainDocs)
 	if err != nil {
 		return nil, err
 	}
-	evalIDs, err := tokenize(ctx, tok, evalDocs)
+	evalIDs, err := gocorpus.Tokenize(ctx, tok, evalDocs)
 	if err != nil {
 		return nil, err
 	}
@@ -71,15 +72,11 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	train := blocks(vm.apply(trainIDs), o.blockSize)
-	eval := blocks(vm.apply(evalIDs), o.blockSize)
-	if len(eval) > o.evalBlocks {
-		eval = eval[:o.evalBlocks] // a fixed held-out sample keeps evaluation quick
+	train, eval, err := gocorpus.Examples(vm, trainIDs, evalIDs, o.blockSize, o.evalBlocks, o.trainBytes)
+	if err != nil {
+		return nil, err
 	}
-	if len(train) == 0 || len(eval) == 0 {
-		return nil, fmt.Errorf("-train_bytes %d gives %d training and %d held-out blocks of %d tokens", o.trainBytes, len(train), len(eval), o.blockSize)
-	}
-	res := &result{trainTokens: len(train) * o.blockSize, evalTokens: len(eval) * o.blockSize, otherRate: vm.otherRate(trainIDs)}
+	res := &result{trainTokens: len(train) * o.blockSize, evalTokens: len(eval) * o.blockSize, otherRate: vm.OtherRate(trainIDs)}
 	log.Info("corpus", "kind", o.corpus, "train_docs", len(trainDocs), "held_out_docs", len(evalDocs),
 		"train_blocks", len(train), "eval_blocks", len(eval), "other_token_rate", res.otherRate)
 
@@ -143,31 +140,23 @@ func run(ctx context.Context, o options) (*result, error) {
 // vocabulary picks the token map: the fine-tuned model's own when -model_name_or_path has one,
 // none when that model has the tokenizer's full vocabulary, else a new one from the training
 // tokens. It is written to output_dir before training, and a resumed run must find the same.
-func vocabulary(o options, tok *tokenizer.Pipeline, trainIDs []uint32) (*vocabMap, error) {
-	var vm *vocabMap
+func vocabulary(o options, tok *tokenizer.Pipeline, trainIDs []uint32) (*gocorpus.VocabMap, error) {
+	var vm *gocorpus.VocabMap
 	var err error
 	if o.modelPath != "" {
-		if vm, err = loadVocabMap(filepath.Join(o.modelPath, vocabFile)); err != nil {
+		if vm, err = gocorpus.LoadVocabMap(filepath.Join(o.modelPath, gocorpus.VocabFile)); err != nil {
 			return nil, err
 		}
-	} else {
-		var specials []uint32
-		for _, a := range tok.AddedTokens() {
-			if a.Special {
-				specials = append(specials, a.ID)
-			}
-		}
-		if vm, err = newVocabMap(trainIDs, specials, o.vocab); err != nil {
-			return nil, err
-		}
+	} else if vm, err = gocorpus.NewVocabMap(trainIDs, gocorpus.SpecialIDs(tok), o.vocab); err != nil {
+		return nil, err
 	}
-	path := filepath.Join(o.outputDir, vocabFile)
+	path := filepath.Join(o.outputDir, gocorpus.VocabFile)
 	if o.resume != "" {
-		prev, err := loadVocabMap(path)
+		prev, err := gocorpus.LoadVocabMap(path)
 		if err != nil {
 			return nil, err
 		}
-		if !prev.equal(vm) {
+		if !prev.Equal(vm) {
 			return nil, fmt.Errorf("-resume_from_checkpoint: %s was written for other data, -vocab or -model_name_or_path; "+
 				"resume with the flags of the interrupted run", path)
 		}
@@ -178,16 +167,13 @@ func vocabulary(o options, tok *tokenizer.Pipeline, trainIDs []uint32) (*vocabMa
 	if err := os.MkdirAll(o.outputDir, 0o755); err != nil {
 		return nil, err
 	}
-	return vm, vm.save(path)
+	return vm, vm.Save(path)
 }
 
 // openModel loads -model_name_or_path (any causal LM gotpu reads) or initialises a Llama of the
 // llama-tiny fixture's shape, seeded, with the vocabulary's size.
-func openModel(ctx context.Context, rt *xla.Runtime, o options, vm *vocabMap, tok *tokenizer.Pipeline) (models.Model, error) {
-	need := tok.VocabSize(true)
-	if vm != nil {
-		need = vm.size()
-	}
+func openModel(ctx context.Context, rt *xla.Runtime, o options, vm *gocorpus.VocabMap, tok *tokenizer.Pipeline) (models.Model, error) {
+	need := vm.ModelVocabSize(tok)
 	if o.modelPath == "" {
 		return models.New(ctx, rt, llamaConfig(need, o.blockSize), models.NewOptions{Seed: o.seed})
 	}
@@ -195,15 +181,8 @@ func openModel(ctx context.Context, rt *xla.Runtime, o options, vm *vocabMap, to
 	if err != nil {
 		return nil, err
 	}
-	lm, ok := m.(models.CausalLM)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("-model_name_or_path %s: %s is not a causal LM", o.modelPath, m.Architecture())
-	case lm.VocabSize() < need:
-		return nil, fmt.Errorf("-model_name_or_path %s: vocab_size %d is smaller than the %d ids the data uses (no %s there to map the tokenizer's ids)",
-			o.modelPath, lm.VocabSize(), need, vocabFile)
-	case lm.MaxPositions() < o.blockSize:
-		return nil, fmt.Errorf("-block_size %d is longer than the model's %d positions", o.blockSize, lm.MaxPositions())
+	if err := gocorpus.CheckModel("-model_name_or_path "+o.modelPath, m, need, o.blockSize); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -236,16 +215,6 @@ func trainingArguments(o options) trainer.TrainingArguments {
 		a.DisableTqdm = &off
 	}
 	return a
-}
-
-// blocks cuts a token stream into examples of n tokens (run_clm's group_texts; the remainder is
-// dropped).
-func blocks(ids []int32, n int) []data.Example {
-	var out []data.Example
-	for i := 0; i+n <= len(ids); i += n {
-		out = append(out, data.Example{InputIDs: ids[i : i+n : i+n]})
-	}
-	return out
 }
 
 func stepOf(e trainer.LogEntry) int {

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/gotpu/gotpu/examples/internal/gocorpus"
 	"github.com/gotpu/gotpu/models/peft"
 )
 
@@ -72,7 +73,7 @@ func defaultOptions() options {
 		evalEvery: 20, saveEvery: 20, trainBytes: 1 << 20, evalBlocks: 48,
 		baseLR: 3e-3, lr: 1e-2,
 		loraR: 8, loraAlpha: 16, loraDropout: 0.05, targets: peft.AllLinear,
-		baseCorpus: corpusCode, corpus: corpusComments,
+		baseCorpus: gocorpus.Code, corpus: gocorpus.Comments,
 		outputDir:     filepath.Join("out", "lora-finetune"),
 		tokenizerPath: filepath.Join("testdata", "tokenizers", "mistral-7b", "tokenizer.json.gz"),
 		device:        "go", seed: 42,

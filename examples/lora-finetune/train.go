@@ -14,6 +14,7 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/tokenizer"
+	"github.com/gotpu/gotpu/examples/internal/gocorpus"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/llama"
 	"github.com/gotpu/gotpu/models/peft"
@@ -85,15 +86,11 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	train := blocks(vm.apply(ftTrain), o.blockSize)
-	eval := blocks(vm.apply(ftEval), o.blockSize)
-	if len(eval) > o.evalBlocks {
-		eval = eval[:o.evalBlocks] // a fixed held-out sample keeps evaluation quick
+	train, eval, err := gocorpus.Examples(vm, ftTrain, ftEval, o.blockSize, o.evalBlocks, o.trainBytes)
+	if err != nil {
+		return nil, err
 	}
-	if len(train) == 0 || len(eval) == 0 {
-		return nil, fmt.Errorf("-train_bytes %d gives %d training and %d held-out blocks of %d tokens", o.trainBytes, len(train), len(eval), o.blockSize)
-	}
-	log.Info("fine-tuning corpus", "kind", o.corpus, "train_blocks", len(train), "eval_blocks", len(eval), "other_token_rate", vm.otherRate(ftTrain))
+	log.Info("fine-tuning corpus", "kind", o.corpus, "train_blocks", len(train), "eval_blocks", len(eval), "other_token_rate", vm.OtherRate(ftTrain))
 
 	cfg := xla.DefaultConfig()
 	cfg.Device, cfg.NumDevices = o.device, 1
@@ -180,7 +177,7 @@ func run(ctx context.Context, o options) (*result, error) {
 		return nil, err
 	}
 	if vm != nil {
-		if err := vm.save(filepath.Join(res.mergedDir, vocabFile)); err != nil {
+		if err := vm.Save(filepath.Join(res.mergedDir, gocorpus.VocabFile)); err != nil {
 			return nil, err
 		}
 	}
@@ -199,14 +196,14 @@ func run(ctx context.Context, o options) (*result, error) {
 
 // corpusIDs reads and tokenizes one corpus: the training side and the held-out side.
 func corpusIDs(ctx context.Context, tok tokenizer.Tokenizer, kind string, budget int) (train, heldOut []uint32, err error) {
-	trainDocs, evalDocs, err := documents(goRootSrc(), kind, budget)
+	trainDocs, evalDocs, err := gocorpus.Documents(gocorpus.GoRootSrc(), kind, budget)
 	if err != nil {
 		return nil, nil, err
 	}
-	if train, err = tokenize(ctx, tok, trainDocs); err != nil {
+	if train, err = gocorpus.Tokenize(ctx, tok, trainDocs); err != nil {
 		return nil, nil, err
 	}
-	if heldOut, err = tokenize(ctx, tok, evalDocs); err != nil {
+	if heldOut, err = gocorpus.Tokenize(ctx, tok, evalDocs); err != nil {
 		return nil, nil, err
 	}
 	return train, heldOut, nil
@@ -215,29 +212,23 @@ func corpusIDs(ctx context.Context, tok tokenizer.Tokenizer, kind string, budget
 // vocabulary is the base model's vocabulary map (-model_name_or_path's vocab_map.json, none if it
 // has none), or a new one from the training tokens of both corpora, so that the base model knows
 // the fine-tuning corpus's frequent tokens too.
-func vocabulary(o options, tok *tokenizer.Pipeline, trainIDs []uint32) (*vocabMap, error) {
+func vocabulary(o options, tok *tokenizer.Pipeline, trainIDs []uint32) (*gocorpus.VocabMap, error) {
 	if o.modelPath != "" {
-		return loadVocabMap(filepath.Join(o.modelPath, vocabFile))
+		return gocorpus.LoadVocabMap(filepath.Join(o.modelPath, gocorpus.VocabFile))
 	}
-	var specials []uint32
-	for _, a := range tok.AddedTokens() {
-		if a.Special {
-			specials = append(specials, a.ID)
-		}
-	}
-	return newVocabMap(trainIDs, specials, o.vocab)
+	return gocorpus.NewVocabMap(trainIDs, gocorpus.SpecialIDs(tok), o.vocab)
 }
 
 // pretrain trains a new Llama of the llama-tiny fixture's shape on the base corpus, every weight
 // trained, and saves it with its vocabulary map to res.baseDir. With -base_steps 0 the base is
 // the random initialisation.
-func pretrain(ctx context.Context, rt *xla.Runtime, o options, vm *vocabMap, ids []uint32, res *result) error {
-	m, err := models.New(ctx, rt, llamaConfig(vm.size(), o.blockSize), models.NewOptions{Seed: o.seed})
+func pretrain(ctx context.Context, rt *xla.Runtime, o options, vm *gocorpus.VocabMap, ids []uint32, res *result) error {
+	m, err := models.New(ctx, rt, llamaConfig(vm.Size(), o.blockSize), models.NewOptions{Seed: o.seed})
 	if err != nil {
 		return err
 	}
 	if o.baseSteps > 0 {
-		train := blocks(vm.apply(ids), o.blockSize)
+		train := gocorpus.Blocks(vm.Apply(ids), o.blockSize)
 		if len(train) == 0 {
 			return fmt.Errorf("-train_bytes %d gives no training block of %d tokens for the base model", o.trainBytes, o.blockSize)
 		}
@@ -258,35 +249,24 @@ func pretrain(ctx context.Context, rt *xla.Runtime, o options, vm *vocabMap, ids
 	if err := m.Save(res.baseDir, models.SaveOptions{}); err != nil {
 		return err
 	}
-	return vm.save(filepath.Join(res.baseDir, vocabFile))
+	return vm.Save(filepath.Join(res.baseDir, gocorpus.VocabFile))
 }
 
 // loadBase reads the base model from disk (the one pretrain saved, or -model_name_or_path) and
 // checks it fits the data.
-func loadBase(ctx context.Context, rt *xla.Runtime, dir string, vm *vocabMap, tok *tokenizer.Pipeline, blockSize int) (models.Model, error) {
+func loadBase(ctx context.Context, rt *xla.Runtime, dir string, vm *gocorpus.VocabMap, tok *tokenizer.Pipeline, blockSize int) (models.Model, error) {
 	m, err := models.Load(ctx, rt, dir, models.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}
-	need := tok.VocabSize(true)
-	if vm != nil {
-		need = vm.size()
-	}
-	lm, ok := m.(models.CausalLM)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%s: %s is not a causal LM", dir, m.Architecture())
-	case lm.VocabSize() < need:
-		return nil, fmt.Errorf("%s: vocab_size %d is smaller than the %d ids the data uses (no %s there to map the tokenizer's ids)",
-			dir, lm.VocabSize(), need, vocabFile)
-	case lm.MaxPositions() < blockSize:
-		return nil, fmt.Errorf("-block_size %d is longer than the model's %d positions", blockSize, lm.MaxPositions())
+	if err := gocorpus.CheckModel(dir, m, vm.ModelVocabSize(tok), blockSize); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
 // evalReloadedAdapter loads the base model and the saved adapter from disk and evaluates them.
-func evalReloadedAdapter(ctx context.Context, rt *xla.Runtime, o options, res *result, vm *vocabMap, tok *tokenizer.Pipeline, eval []data.Example) (float64, error) {
+func evalReloadedAdapter(ctx context.Context, rt *xla.Runtime, o options, res *result, vm *gocorpus.VocabMap, tok *tokenizer.Pipeline, eval []data.Example) (float64, error) {
 	base, err := loadBase(ctx, rt, res.baseDir, vm, tok, o.blockSize)
 	if err != nil {
 		return 0, err
@@ -365,16 +345,6 @@ func loraArguments(o options, dir string) trainer.TrainingArguments {
 	a.EvalStrategy, a.EvalSteps = "steps", &every
 	a.SaveStrategy, a.SaveSteps = "steps", float64(o.saveEvery)
 	return a
-}
-
-// blocks cuts a token stream into examples of n tokens (run_clm's group_texts; the remainder is
-// dropped).
-func blocks(ids []int32, n int) []data.Example {
-	var out []data.Example
-	for i := 0; i+n <= len(ids); i += n {
-		out = append(out, data.Example{InputIDs: ids[i : i+n : i+n]})
-	}
-	return out
 }
 
 // print writes the run's figures; the perplexity is exp of the held-out loss (mean token

@@ -1,4 +1,4 @@
-package main
+package gocorpus
 
 import (
 	"cmp"
@@ -15,17 +15,18 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/tokenizer"
 )
 
-// Corpora the example can train on, both read from $(go env GOROOT)/src.
+// The corpora Documents reads, both from the same files of $(go env GOROOT)/src.
 const (
-	corpusComments = "comments" // the English text of the standard library's comments
-	corpusCode     = "code"     // the Go source files themselves
+	Comments = "comments" // the English text of the standard library's comments
+	Code     = "code"     // the Go source files themselves
 )
 
-// goRootSrc is $(go env GOROOT)/src, or the GOROOT this binary was built with.
-func goRootSrc() string {
+// GoRootSrc is $(go env GOROOT)/src, or the GOROOT this binary was built with.
+func GoRootSrc() string {
 	//lint:ignore SA1019 the fallback when the go command is not on PATH: the GOROOT of the build
 	root := runtime.GOROOT()
 	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
@@ -34,14 +35,14 @@ func goRootSrc() string {
 	return filepath.Join(root, "src")
 }
 
-// documents reads the corpus: one document per non-test Go file under root (testdata and vendor
+// Documents reads the corpus: one document per non-test Go file under root (testdata and vendor
 // skipped), either the file's comments or its source. Files are split by a hash of their path,
 // 1 in 20 held out, so no file is on both sides; the training side is taken in hash order (a
 // sample across the whole library, not its first directories alphabetically) until budget
 // bytes, the held-out side until budget/20 bytes.
-func documents(root, kind string, budget int) (train, heldOut []string, err error) {
-	if kind != corpusComments && kind != corpusCode {
-		return nil, nil, fmt.Errorf("-corpus: %q is not %q or %q", kind, corpusComments, corpusCode)
+func Documents(root, kind string, budget int) (train, heldOut []string, err error) {
+	if kind != Comments && kind != Code {
+		return nil, nil, fmt.Errorf("-corpus: %q is not %q or %q", kind, Comments, Code)
 	}
 	type file struct {
 		path string
@@ -80,8 +81,8 @@ func documents(root, kind string, budget int) (train, heldOut []string, err erro
 			return nil, nil, err
 		}
 		doc := string(src)
-		if kind == corpusComments {
-			if doc, err = commentText(f.path, src); err != nil {
+		if kind == Comments {
+			if doc, err = CommentText(f.path, src); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -102,10 +103,11 @@ func documents(root, kind string, budget int) (train, heldOut []string, err erro
 	return train, heldOut, nil
 }
 
-// commentText is the text of a Go file's comments, markers removed, one paragraph per comment
+// CommentText is the text of a Go file's comments, markers removed, one paragraph per comment
 // group. Compiler directives (//go:build, //go:linkname, // +build, //line) and the licence
 // header every file repeats are dropped: they would teach the model boilerplate, not English.
-func commentText(path string, src []byte) (string, error) {
+// path names the file in a scanning error.
+func CommentText(path string, src []byte) (string, error) {
 	fset := token.NewFileSet()
 	var s scanner.Scanner
 	var scanErr error
@@ -167,9 +169,9 @@ func isLicence(text string) bool {
 		strings.HasPrefix(text, "license that can be found in the LICENSE file")
 }
 
-// tokenize encodes documents with the tokenizer's special tokens (Mistral's <s> before each),
+// Tokenize encodes documents with the tokenizer's special tokens (Mistral's <s> before each),
 // on all cores, and concatenates them (run_clm's tokenize_function before group_texts).
-func tokenize(ctx context.Context, tok tokenizer.Tokenizer, docs []string) ([]uint32, error) {
+func Tokenize(ctx context.Context, tok tokenizer.Tokenizer, docs []string) ([]uint32, error) {
 	inputs := make([]tokenizer.Input, len(docs))
 	for i, d := range docs {
 		inputs[i] = tokenizer.Single(d)
@@ -183,4 +185,34 @@ func tokenize(ctx context.Context, tok tokenizer.Tokenizer, docs []string) ([]ui
 		ids = append(ids, e.IDs...)
 	}
 	return ids, nil
+}
+
+// Examples maps a corpus's training and held-out ids through vm and cuts each side into blocks of
+// blockSize tokens (Blocks), keeping the first evalBlocks held-out blocks: a fixed sample keeps
+// evaluation quick. Too little text for a block on either side is an error naming -train_bytes,
+// whose value trainBytes is.
+func Examples(vm *VocabMap, trainIDs, heldOutIDs []uint32, blockSize, evalBlocks, trainBytes int) (train, eval []data.Example, err error) {
+	train = Blocks(vm.Apply(trainIDs), blockSize)
+	eval = Blocks(vm.Apply(heldOutIDs), blockSize)
+	if len(eval) > evalBlocks {
+		eval = eval[:evalBlocks]
+	}
+	if len(train) == 0 || len(eval) == 0 {
+		return nil, nil, fmt.Errorf("-train_bytes %d gives %d training and %d held-out blocks of %d tokens", trainBytes, len(train), len(eval), blockSize)
+	}
+	return train, eval, nil
+}
+
+// Blocks cuts a token stream into examples of n tokens (run_clm's group_texts; the remainder is
+// dropped). The examples share ids' memory, each capped to its own n tokens. An n below 1 gives
+// no example.
+func Blocks(ids []int32, n int) []data.Example {
+	if n < 1 {
+		return nil
+	}
+	var out []data.Example
+	for i := 0; i+n <= len(ids); i += n {
+		out = append(out, data.Example{InputIDs: ids[i : i+n : i+n]})
+	}
+	return out
 }
