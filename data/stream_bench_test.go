@@ -2,7 +2,6 @@ package data_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/data/table"
+	"github.com/gotpu/gotpu/internal/procstat"
 )
 
 const (
@@ -94,43 +93,41 @@ func BenchmarkStreamParquet3GB(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		runtime.GC()
-		debug.FreeOSMemory()
-		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		if err := procstat.ResetPeakRSS(); err != nil {
 			b.Fatalf("resetting the peak RSS (VmHWM): %v", err)
 		}
-		base := procStatusKiB(b, "VmRSS")
+		base := rssReading(b, "VmRSS", procstat.CurrentRSS())
 
 		start := time.Now()
 		store := buildBenchStore(ctx, b, path, dir)
 		buildSec := time.Since(start).Seconds()
-		buildPeak := procStatusKiB(b, "VmHWM")
+		buildPeak := rssReading(b, "VmHWM", procstat.PeakRSS())
 
 		// The loader's own peak: reset again, with the build's garbage returned to the OS first,
 		// so that its figure is not the build's.
 		runtime.GC()
-		debug.FreeOSMemory()
-		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		if err := procstat.ResetPeakRSS(); err != nil {
 			b.Fatalf("resetting the peak RSS (VmHWM): %v", err)
 		}
 		start = time.Now()
 		batches := runBenchLoader(ctx, b, store)
 		loadSec := time.Since(start).Seconds()
-		loadPeak := procStatusKiB(b, "VmHWM")
+		loadPeak := rssReading(b, "VmHWM", procstat.PeakRSS())
 		peak := max(buildPeak, loadPeak)
 		rows, tokens := store.Len(), store.Tokens()
 		if err := store.Close(); err != nil {
 			b.Fatal(err)
 		}
 
-		peakMiB := float64(peak) / 1024
-		ratio := float64(peak) * 1024 / float64(fileBytes)
+		peakMiB := float64(peak) / (1 << 20)
+		ratio := float64(peak) / float64(fileBytes)
 		b.ReportMetric(float64(fileBytes)/1e9, "file_GB")
 		b.ReportMetric(peakMiB, "peak_RSS_MiB")
 		b.ReportMetric(ratio, "peak_RSS/file")
 		b.ReportMetric(float64(fileBytes)/1e6/buildSec, "build_MB/s")
 		b.ReportMetric(float64(batches)/loadSec, "batches/s")
 		b.Logf("file %.2f GB (%d rows, %d tokens); RSS %.0f MiB before; peak RSS %.0f MiB building the store, %.0f MiB over %d loader batches; peak %.0f MiB = %.3f of the file; build %.1f s = %.0f MB/s; loader %.1f s = %.0f batches/s",
-			float64(fileBytes)/1e9, rows, tokens, float64(base)/1024, float64(buildPeak)/1024, float64(loadPeak)/1024, batches,
+			float64(fileBytes)/1e9, rows, tokens, float64(base)/(1<<20), float64(buildPeak)/(1<<20), float64(loadPeak)/(1<<20), batches,
 			peakMiB, ratio, buildSec, float64(fileBytes)/1e6/buildSec, loadSec, float64(batches)/loadSec)
 	}
 }
@@ -213,25 +210,14 @@ func benchGB(b *testing.B) float64 {
 	return gb
 }
 
-// procStatusKiB reads a "Name:   123 kB" line of /proc/self/status.
-func procStatusKiB(b *testing.B, name string) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
+// rssReading fails the benchmark where a procstat reading of /proc/self/status's name line is
+// missing (0) and returns it in bytes.
+func rssReading(b *testing.B, name string, v uint64) uint64 {
+	b.Helper()
+	if v == 0 {
+		b.Fatalf("/proc/self/status has no %s line in kB", name)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 && f[1] == "kB" {
-				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return v
-				}
-			}
-		}
-	}
-	b.Fatalf("/proc/self/status has no %s line in kB", name)
-	return 0
+	return v
 }
 
 // countingWriter counts the bytes written through it.

@@ -6,13 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/internal/procstat"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
@@ -32,8 +30,8 @@ type loraBenchRun struct {
 // benchmarks' learning rate and weight decay, no checkpoint, no evaluation.
 func runLoRABench(b *testing.B, rt *xla.Runtime, ds data.Dataset, lora bool, steps int) loraBenchRun {
 	b.Helper()
-	heapBefore := goLiveHeap()
-	resetProcessPeakRSS()
+	heapBefore := procstat.LiveHeap()
+	_ = procstat.ResetPeakRSS() // where it cannot, the peak reported is the process's so far
 	m, err := models.New(context.Background(), rt, benchGPT2Config(), models.NewOptions{Seed: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -54,19 +52,19 @@ func runLoRABench(b *testing.B, rt *xla.Runtime, ds data.Dataset, lora bool, ste
 		b.Fatal(err)
 	}
 	defer tr.Close()
-	cpuBefore, _ := ownCPUSeconds()
+	cpuBefore, _ := procstat.OwnCPUSeconds()
 	start := time.Now()
 	out, err := tr.Train(context.Background())
 	wall := time.Since(start)
-	cpuAfter, _ := ownCPUSeconds()
+	cpuAfter, _ := procstat.OwnCPUSeconds()
 	if err != nil {
 		b.Fatal(err)
 	}
 	if out.GlobalStep != steps {
 		b.Fatalf("trained %d steps, want %d", out.GlobalStep, steps)
 	}
-	r := loraBenchRun{wall: wall, cpu: cpuAfter - cpuBefore, optimizerBytes: tr.OptimizerStateBytes(), peakRSS: processPeakRSS()}
-	if h := goLiveHeap(); h > heapBefore {
+	r := loraBenchRun{wall: wall, cpu: cpuAfter - cpuBefore, optimizerBytes: tr.OptimizerStateBytes(), peakRSS: procstat.PeakRSS()}
+	if h := procstat.LiveHeap(); h > heapBefore {
 		r.liveHeap = h - heapBefore
 	}
 	runtime.KeepAlive(tr)
@@ -115,10 +113,10 @@ func BenchmarkLoRAvsFull(b *testing.B) {
 	worstOthers := 0.0
 	for round := range rounds {
 		for _, lora := range []bool{false, true} {
-			load := startLoadMonitor()
+			load := procstat.StartCPUMonitor()
 			first := runLoRABench(b, rt, ds, lora, short)
 			long := runLoRABench(b, rt, ds, lora, short+n)
-			worstOthers = max(worstOthers, load.others())
+			worstOthers = max(worstOthers, load.Others())
 			s := (long.wall - first.wall).Seconds() / float64(n)
 			c := (long.cpu - first.cpu) / float64(n)
 			if round == 0 {
@@ -157,114 +155,4 @@ func BenchmarkLoRAvsFull(b *testing.B) {
 	if worstOthers > 0.05 {
 		fmt.Fprintf(os.Stderr, "WARNING: other processes used up to %.0f%% of the CPUs during the measurements; the ratio is unreliable\n", 100*worstOthers)
 	}
-}
-
-// loadMonitor measures the share of the machine's CPUs other processes use (Linux /proc; none
-// elsewhere), as trainer/step's BenchmarkVsPyTorch does: a ratio measured while others ran is
-// flagged.
-type loadMonitor struct {
-	start     time.Time
-	busy, own float64 // seconds
-	ok        bool
-}
-
-func startLoadMonitor() *loadMonitor {
-	m := &loadMonitor{start: time.Now()}
-	busy, ok := machineBusySeconds()
-	own, ownOK := ownCPUSeconds()
-	m.busy, m.own, m.ok = busy, own, ok && ownOK
-	return m
-}
-
-// others is the share in [0, 1] of all CPUs other processes used since the start.
-func (m *loadMonitor) others() float64 {
-	wall := time.Since(m.start).Seconds()
-	busy, ok := machineBusySeconds()
-	own, ownOK := ownCPUSeconds()
-	if !m.ok || !ok || !ownOK || wall <= 0 {
-		return 0
-	}
-	return max(0, (busy-m.busy)-(own-m.own)) / (wall * float64(runtime.NumCPU()))
-}
-
-// procTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux ABI Go supports.
-const procTicks = 100
-
-// machineBusySeconds is the CPU time of all CPUs since boot, less idle, iowait and steal (user,
-// nice, system, irq, softirq of /proc/stat's "cpu" line).
-func machineBusySeconds() (float64, bool) {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, false
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, false
-	}
-	var sum float64
-	for _, i := range []int{1, 2, 3, 6, 7} {
-		v, _ := strconv.ParseFloat(f[i], 64)
-		sum += v
-	}
-	return sum / procTicks, true
-}
-
-// ownCPUSeconds is this process's user + system CPU time (/proc/self/stat's utime and stime).
-func ownCPUSeconds() (float64, bool) {
-	raw, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name (field 2) may hold spaces: count fields after its closing parenthesis,
-	// where utime and stime (fields 14 and 15) are the 12th and 13th.
-	i := strings.LastIndexByte(string(raw), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / procTicks, true
-}
-
-// goLiveHeap is the Go heap in use after a full collection (the pure-Go backend's buffers are Go
-// memory); the second cycle frees what the first one's finalizers released.
-func goLiveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
-// resetProcessPeakRSS returns free memory to the OS and resets the kernel's VmHWM for this
-// process (Linux: clear_refs 5), so that the next run reports its own peak, as trainer/step's
-// benchmarks do.
-func resetProcessPeakRSS() {
-	debug.FreeOSMemory()
-	f, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
-	if err != nil {
-		return
-	}
-	_, _ = f.WriteString("5")
-	_ = f.Close()
-}
-
-// processPeakRSS is VmHWM in bytes, or 0 where /proc is unavailable.
-func processPeakRSS() uint64 {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

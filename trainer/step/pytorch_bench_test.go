@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/internal/procstat"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/xla"
@@ -135,13 +136,15 @@ func benchGoBackend(ctx context.Context, b *testing.B, backend string, steps int
 	for i := range 2 {
 		step(i)
 	}
-	mon := startCPUMonitor()
+	// The machine's busy CPU time less this process's, over wall time × CPUs: the measure the
+	// PyTorch script reports (/proc/stat and os.times()), so the numbers compare.
+	mon := procstat.StartCPUMonitor()
 	start := time.Now()
 	for i := range steps {
 		step(i)
 	}
 	elapsed := time.Since(start)
-	return float64(benchBatch*benchSeq*steps) / elapsed.Seconds(), mon.others()
+	return float64(benchBatch*benchSeq*steps) / elapsed.Seconds(), mon.Others()
 }
 
 // fullBatch is size random sequences with no padding, each its own labels (the model shifts
@@ -192,52 +195,4 @@ func runTorchBench(ctx context.Context, threads int) (tokensPerS, others float64
 		return 0, 0, fmt.Errorf("%s printed no tokens_per_s or machine load line:\n%s", torchScript, out)
 	}
 	return tokensPerS, others, nil
-}
-
-// cpuMonitor measures how much of the machine's CPU time other processes used over an interval:
-// all CPUs' busy time (/proc/stat) minus this process's own (getrusage), over wall time × CPUs —
-// the same measure the PyTorch script reports, so the numbers compare.
-type cpuMonitor struct {
-	start          time.Time
-	busy, own      float64 // seconds
-	ok             bool
-	ticksPerSecond float64
-}
-
-func startCPUMonitor() *cpuMonitor {
-	m := &cpuMonitor{start: time.Now(), ticksPerSecond: 100} // USER_HZ is 100 on every Linux ABI Go supports
-	m.busy, m.ok = m.machineBusy()
-	m.own = ownCPU()
-	return m
-}
-
-// others returns the share in [0, 1] of all CPUs other processes used since the start, or 0
-// where /proc/stat cannot be read.
-func (m *cpuMonitor) others() float64 {
-	wall := time.Since(m.start).Seconds()
-	busy, ok := m.machineBusy()
-	if !m.ok || !ok || wall <= 0 {
-		return 0
-	}
-	return max(0, (busy-m.busy)-(ownCPU()-m.own)) / (wall * float64(runtime.NumCPU()))
-}
-
-// machineBusy is the non-idle, non-steal CPU time of all CPUs since boot, in seconds.
-func (m *cpuMonitor) machineBusy() (float64, bool) {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, false
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, false
-	}
-	var v [8]float64
-	for i := range v {
-		v[i], _ = strconv.ParseFloat(f[i+1], 64)
-	}
-	// user nice system idle iowait irq softirq steal
-	busy := v[0] + v[1] + v[2] + v[5] + v[6]
-	return busy / m.ticksPerSecond, true
 }

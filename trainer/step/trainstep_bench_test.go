@@ -6,10 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 
+	"github.com/gotpu/gotpu/internal/procstat"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/gpt2"
 	"github.com/gotpu/gotpu/xla"
@@ -100,7 +98,7 @@ type memWatch struct {
 }
 
 func watchMemory() *memWatch {
-	resetPeakRSS()
+	_ = procstat.ResetPeakRSS() // where it cannot, the peak reported is the process's so far
 	w := &memWatch{stop: make(chan struct{})}
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	w.done.Add(1)
@@ -125,43 +123,6 @@ func (w *memWatch) finish() (peakHeap uint64) {
 	close(w.stop)
 	w.done.Wait()
 	return w.peakHeap
-}
-
-// resetPeakRSS resets the kernel's VmHWM for this process (Linux: clear_refs 5), so each
-// benchmark reports its own peak.
-// Memory the Go runtime still holds from an earlier benchmark is returned to the OS first.
-func resetPeakRSS() {
-	debug.FreeOSMemory()
-	f, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
-	if err != nil {
-		return
-	}
-	_, _ = f.WriteString("5")
-	_ = f.Close()
-}
-
-// peakRSS returns VmHWM in bytes, or 0 where /proc is unavailable.
-func peakRSS() uint64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// liveHeap is the heap in use after a full garbage collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC() // second cycle runs finalizers queued by the first (GoMLX frees buffers in finalizers)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // measure runs warmup + timed steps and returns ms/step of the timed ones.
@@ -198,7 +159,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.ReportMetric(float64(first.Milliseconds()), "first-step-ms")
 				reportStep(b, s, ms)
 				b.ReportMetric(float64(w.finish())/(1<<20), "peak-heap-MiB")
-				b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
+				b.ReportMetric(float64(procstat.PeakRSS())/(1<<20), "peak-RSS-MiB")
 			})
 		}
 	}
@@ -217,9 +178,9 @@ func BenchmarkDotGradientSpeedup(b *testing.B) {
 		tr.close()
 		w.finish()
 		if stock {
-			stockMS, stockRSS = ms, peakRSS()
+			stockMS, stockRSS = ms, procstat.PeakRSS()
 		} else {
-			oursMS, oursRSS = ms, peakRSS()
+			oursMS, oursRSS = ms, procstat.PeakRSS()
 		}
 	}
 	b.ReportMetric(stockMS, "stock-ms/step")
@@ -242,9 +203,9 @@ func BenchmarkHeapGrowth(b *testing.B) {
 				tr.step(b)
 				switch i {
 				case 10:
-					at10 = liveHeap()
+					at10 = procstat.LiveHeap()
 				case 50:
-					at50 = liveHeap()
+					at50 = procstat.LiveHeap()
 				}
 			}
 			b.ReportMetric(float64(at10)/(1<<20), "heap@10-MiB")
@@ -252,21 +213,6 @@ func BenchmarkHeapGrowth(b *testing.B) {
 			b.ReportMetric(100*(float64(at50)-float64(at10))/float64(at10), "growth-%")
 		})
 	}
-}
-
-// currentRSS returns VmRSS in bytes (the resident set now, not the peak), or 0 without /proc.
-func currentRSS() uint64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // BenchmarkRSSFlat is issue #7's memory check: 200 training steps of the benchmark GPT-2 on
@@ -286,7 +232,7 @@ func BenchmarkRSSFlat(b *testing.B) {
 		tr.step(b)
 		switch i {
 		case 10, 50, 200:
-			rss[i] = currentRSS()
+			rss[i] = procstat.CurrentRSS()
 		}
 		switch i {
 		case 10:
