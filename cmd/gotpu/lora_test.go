@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -81,13 +80,9 @@ func TestTrainLoRAReproducesFixtures(t *testing.T) {
 				batchFile := filepath.Join(dir, "batch.jsonl")
 				n := writeBatchJSONL(t, base, batchFile)
 				out := filepath.Join(dir, "out")
-				args := append([]string{"train",
-					"--model_name_or_path", filepath.Join("..", "..", "testdata", "models", base),
-					"--adapter_name_or_path", loraFixtureDir(fixture), "--use_peft",
-					"--train_file", batchFile, "--per_device_train_batch_size", fmt.Sprint(n),
-					"--max_steps", "3", "--learning_rate", "1e-3", "--weight_decay", "0.01",
-					"--lr_scheduler_type", "constant", "--warmup_steps", "0", "--save_strategy", "no",
-					"--logging_steps", "1", "--device", "go", "--output_dir", out}, flags...)
+				args := append(fixtureTrainArgs(base, batchFile, n, out),
+					"--adapter_name_or_path", loraFixtureDir(fixture), "--use_peft", "--lr_scheduler_type", "constant")
+				args = append(args, flags...)
 				_, errOut, code := runGotpu(t, nil, args...)
 				if code != 0 {
 					t.Fatalf("gotpu train: exit %d\n%s", code, errOut)

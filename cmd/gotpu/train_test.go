@@ -95,12 +95,7 @@ func TestTrainReproducesFixtures(t *testing.T) {
 				batchFile := filepath.Join(dir, "batch.jsonl")
 				n := writeBatchJSONL(t, fixture, batchFile)
 				out := filepath.Join(dir, "out")
-				args := append([]string{"train",
-					"--model_name_or_path", filepath.Join("..", "..", "testdata", "models", fixture),
-					"--train_file", batchFile, "--per_device_train_batch_size", fmt.Sprint(n),
-					"--max_steps", "3", "--learning_rate", "1e-3", "--weight_decay", "0.01",
-					"--warmup_steps", "0", "--save_strategy", "no", "--logging_steps", "1",
-					"--device", "go", "--output_dir", out}, flags...)
+				args := append(fixtureTrainArgs(fixture, batchFile, n, out), flags...)
 				if variant == "adamw_linear_warmup" || variant == "adamw_linear_warmup_clip1" {
 					args = append(args, "--warmup_steps", "1") // the later flag wins
 				}
@@ -113,6 +108,17 @@ func TestTrainReproducesFixtures(t *testing.T) {
 			})
 		}
 	}
+}
+
+// fixtureTrainArgs is the fixtures' 3-step run: the whole batch per step, AdamW at 1e-3 with weight
+// decay 0.01, no warmup, a loss logged per step, nothing saved but the final model.
+func fixtureTrainArgs(fixture, batchFile string, n int, out string) []string {
+	return []string{"train",
+		"--model_name_or_path", filepath.Join("..", "..", "testdata", "models", fixture),
+		"--train_file", batchFile, "--per_device_train_batch_size", fmt.Sprint(n),
+		"--max_steps", "3", "--learning_rate", "1e-3", "--weight_decay", "0.01",
+		"--warmup_steps", "0", "--save_strategy", "no", "--logging_steps", "1",
+		"--device", "go", "--output_dir", out}
 }
 
 func checkLosses(t *testing.T, path string, want []float64) {

@@ -114,18 +114,8 @@ func verifyRecordBatch(rb fbTable) (int64, error) {
 // verifySchema checks a Schema table: its fields (recursively), metadata and features.
 func verifySchema(s fbTable) error {
 	budget := len(s.b)/4 + 1
-	start, n, ok := s.vector(schemaFields, 4)
-	if !ok {
-		return corruptMeta("schema fields")
-	}
-	for j := range n {
-		f, ok := s.elem(start, j)
-		if !ok {
-			return corruptMeta("schema field")
-		}
-		if err := verifyField(f, 1, &budget); err != nil {
-			return err
-		}
+	if err := s.eachTable(schemaFields, "schema fields", "schema field", func(f fbTable) error { return verifyField(f, 1, &budget) }); err != nil {
+		return err
 	}
 	if _, _, ok := s.vector(schemaFeatures, 8); !ok {
 		return corruptMeta("schema features")
@@ -164,36 +154,37 @@ func verifyField(f fbTable, depth int, budget *int) error {
 			return corruptMeta("dictionary index type")
 		}
 	}
-	start, n, ok := f.vector(fieldChildren, 4)
-	if !ok {
-		return corruptMeta("field children")
-	}
-	for j := range n {
-		c, ok := f.elem(start, j)
-		if !ok {
-			return corruptMeta("field child")
-		}
-		if err := verifyField(c, depth+1, budget); err != nil {
-			return err
-		}
+	if err := f.eachTable(fieldChildren, "field children", "field child", func(c fbTable) error { return verifyField(c, depth+1, budget) }); err != nil {
+		return err
 	}
 	return verifyKeyValues(f, fieldCustomMetadata)
 }
 
 func verifyKeyValues(t fbTable, slot int) error {
-	start, n, ok := t.vector(slot, 4)
-	if !ok {
-		return corruptMeta("custom metadata")
-	}
-	for j := range n {
-		kv, ok := t.elem(start, j)
-		if !ok {
-			return corruptMeta("custom metadata entry")
-		}
+	return t.eachTable(slot, "custom metadata", "custom metadata entry", func(kv fbTable) error {
 		_, _, ok1 := kv.vector(0, 1)
 		_, _, ok2 := kv.vector(1, 1)
 		if !ok1 || !ok2 {
 			return corruptMeta("custom metadata strings")
+		}
+		return nil
+	})
+}
+
+// eachTable runs check on every table of t's vector of tables in slot; a vector or element that
+// is out of bounds is corrupt metadata named vectorWhat or elemWhat.
+func (t fbTable) eachTable(slot int, vectorWhat, elemWhat string, check func(fbTable) error) error {
+	start, n, ok := t.vector(slot, 4)
+	if !ok {
+		return corruptMeta(vectorWhat)
+	}
+	for j := range n {
+		e, ok := t.elem(start, j)
+		if !ok {
+			return corruptMeta(elemWhat)
+		}
+		if err := check(e); err != nil {
+			return err
 		}
 	}
 	return nil
