@@ -32,6 +32,7 @@ func commands() []command {
 		{"train", "train a Hugging Face model with HF TrainingArguments (flags or --args FILE.json)", runTrain},
 		{"eval", "evaluate a Hugging Face model on a validation file", runEval},
 		{"tokenize", "encode or decode JSON lines with a Hugging Face tokenizer.json", runTokenize},
+		{"chat-template", "render JSON-lines conversations with a Hugging Face chat template (apply_chat_template)", runChatTemplate},
 		{"plan", "plan a run's memory per device on TPU and GPU targets, with or without FSDP", runPlan},
 		{"download", "download a Hugging Face Hub repo (or some of its files) into the shared HF cache", runDownload},
 	}
