@@ -13,6 +13,14 @@ type Batch struct {
 	InputIDs      []int32
 	AttentionMask []int32 // always present: 1 for real tokens, 0 for padding
 	TokenTypeIDs  []int32 // nil when no example had token types
+	// PositionIDs are [Size, SeqLen] positions, nil when no example of the batch had them (the
+	// models then use 0..SeqLen-1). When some had them, a row without gets 0..SeqLen-1, and the
+	// padding after a row's tokens continues its last example's positions (last+1, last+2, ...):
+	// the model's block-diagonal mask then groups the padding with that example, so a padding
+	// query always sees its own example's tokens and no attention row is empty (see
+	// models/internal/core.PackedCausalMask, which also lets every query see itself). Padding
+	// positions never reach the loss (their labels are IgnoreIndex) and stay below SeqLen.
+	PositionIDs []int32
 	// Labels are per-token targets [Size, SeqLen] for language modelling (IgnoreIndex where the
 	// loss must skip), or one per example [Size] for classification.
 	Labels []int32
@@ -40,6 +48,11 @@ type Collator interface {
 // CausalLMCollator collates fixed-length blocks (HF run_clm's group_texts output) for causal
 // language modelling: labels are the input ids (the model shifts them), with IgnoreIndex where
 // the attention mask is 0, as DataCollatorForLanguageModeling(mlm=False) does.
+//
+// Packed examples (PackBFD: position ids restarting at 0 inside a row) keep their position ids,
+// and the label where each packed example after the first starts is IgnoreIndex, as TRL's
+// DataCollatorForLanguageModeling sets labels[position_ids == 0] = -100: the model shifts labels,
+// so that label is what the previous example's last token would be trained to predict.
 type CausalLMCollator struct {
 	BlockSize int
 	PadID     int32
@@ -67,7 +80,13 @@ func (c CausalLMCollator) Collate(examples []Example) (*Batch, error) {
 			if j < len(labels) && b.AttentionMask[i*c.BlockSize+j] == 1 {
 				row[j] = labels[j]
 			}
+			if j > 0 && j < len(ex.PositionIDs) && ex.PositionIDs[j] == 0 {
+				row[j] = IgnoreIndex
+			}
 		}
+	}
+	if err := b.setPositions(examples); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -123,6 +142,11 @@ func (c BucketCollator) Collate(examples []Example) (*Batch, error) {
 		b.fill(r, ex)
 		b.Labels[r] = ex.Label
 	}
+	// Position ids are kept (not dropped) so that a classifier refuses them by name rather than
+	// silently training on packed rows as one sequence.
+	if err := b.setPositions(examples); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -154,6 +178,36 @@ func (b *Batch) fill(row int, ex Example) {
 		}
 		copy(b.TokenTypeIDs[base:], ex.TokenTypeIDs)
 	}
+}
+
+// setPositions fills PositionIDs from the examples of the rows when any has them (see the field
+// for rows without and for padding); it leaves nil otherwise.
+func (b *Batch) setPositions(examples []Example) error {
+	has := false
+	for _, ex := range examples {
+		has = has || ex.PositionIDs != nil
+	}
+	if !has {
+		return nil
+	}
+	b.PositionIDs = make([]int32, b.Size*b.SeqLen)
+	for r, ex := range examples {
+		if ex.PositionIDs != nil && len(ex.PositionIDs) != len(ex.InputIDs) {
+			return fmt.Errorf("data: example %d: position_ids: %d values, input_ids has %d", r, len(ex.PositionIDs), len(ex.InputIDs))
+		}
+		if err := CheckPositionIDs(ex.PositionIDs); err != nil {
+			return fmt.Errorf("data: example %d: position_ids: %w", r, err)
+		}
+		row := b.PositionIDs[r*b.SeqLen : (r+1)*b.SeqLen]
+		n := copy(row, ex.PositionIDs)
+		for j := n; j < len(row); j++ {
+			row[j] = int32(j) // a row without position ids: 0..SeqLen-1
+			if n > 0 {
+				row[j] = row[j-1] + 1 // padding continues the row's last example
+			}
+		}
+	}
+	return nil
 }
 
 // ShapeBudget records the shapes a run declared and rejects any other: a new shape is a new

@@ -30,6 +30,15 @@
 // Collators pad to a declared set of shapes and ShapeBudget refuses any other: a new shape is a
 // new compiled program, never a silent one.
 //
+// Packing (TRL's packing=True, packing_strategy="bfd"): PackBFD puts whole examples into rows of at
+// most max_length tokens, best-fit decreasing with TRL's order and tie-breaking, truncating longer
+// examples and skipping empty ones as TRL does (PackStats counts both). A row's position_ids
+// restart at 0 per example; CausalLMCollator keeps them and ignores the label where each example
+// after the first starts, and the causal models attend block-diagonally from them, so packed
+// examples never see each other. Position ids travel through ParseExample (position_ids) and the
+// TokenStore. A packed run packs every row (PackBFD gives every row position ids): a batch without
+// them is another program.
+//
 // Loader prepares up to PrefetchFactor global batches ahead on its own worker goroutines (reading
 // and collating) while the step runs; with LoaderConfig.Transfer a device stage, one goroutine
 // taking the workers' batches in order, moves each to the devices and keeps up to DevicePrefetch

@@ -16,7 +16,7 @@ var ErrSequenceTooLong = errors.New("sequence longer than the model takes")
 
 // JSONLOptions bound what OpenJSONLWith accepts.
 type JSONLOptions struct {
-	// MaxSeqLength refuses a line whose input_ids (or attention_mask, token_type_ids, labels)
+	// MaxSeqLength refuses a line whose input_ids (or attention_mask, token_type_ids, position_ids, labels)
 	// array holds more values: the model's n_positions / max_position_embeddings. It is checked
 	// while the file is indexed, by counting the array's elements as the bytes stream past,
 	// before any line is held in memory or decoded, so a line of 50M ids is refused at the cost
@@ -51,7 +51,7 @@ func OpenJSONLWith(path string, opts JSONLOptions) (*JSONLDataset, error) {
 
 // seqFields are the columns whose arrays hold one value per token (ParseExample's; encoding/json
 // matches keys case-insensitively, so the scanner does too).
-var seqFields = []string{"input_ids", "attention_mask", "token_type_ids", "labels", "label"}
+var seqFields = []string{"input_ids", "attention_mask", "token_type_ids", "position_ids", "labels", "label"}
 
 // maxKeyBytes bounds the key bytes the scanner keeps: the longest field above, even written with
 // \u escapes (6 bytes a character), fits.

@@ -16,10 +16,12 @@ import (
 //	header  "GOTPUTOK" (8 bytes), uint32 version, uint32 reserved (0)
 //	record  uint32 n (tokens), uint32 flags, int32 label, uint32 CRC-32C (Castagnoli) of the
 //	        record's first 12 bytes and its payload; then the payload: n int32 input_ids, then
-//	        n int32 attention_mask, token_type_ids and labels, each present when its flag is set
+//	        n int32 attention_mask, token_type_ids, labels and position_ids, each present when its
+//	        flag is set
 //
-// Flags: storeMask, storeTypes, storeLabels (which arrays follow), storeHasLabel (label is a
-// sequence label). The records follow one another; the store keeps where each starts in memory,
+// Flags: storeMask, storeTypes, storeLabels, storePositions (which arrays follow),
+// storeHasLabel (label is a sequence label). storePositions came after the first files: a file
+// without it reads as before. The records follow one another; the store keeps where each starts in memory,
 // so a record is read with one ReadAt and its length is known before it is read.
 const (
 	storeMagic      = "GOTPUTOK"
@@ -31,12 +33,15 @@ const (
 	storeTypes    = 1 << 1
 	storeLabels   = 1 << 2
 	storeHasLabel = 1 << 3
-	storeFlags    = storeMask | storeTypes | storeLabels | storeHasLabel
+	// storePositions: packed examples' position_ids (PackBFD), which must not be lost on the way
+	// through a store (the model would attend across the packed examples).
+	storePositions = 1 << 4
+	storeFlags     = storeMask | storeTypes | storeLabels | storeHasLabel | storePositions
 
 	// maxStoreTokens bounds one example (far beyond any model's n_positions), so that reading a
-	// record never allocates more than 4 arrays of it, whatever the file holds.
+	// record never allocates more than 5 arrays of it, whatever the file holds.
 	maxStoreTokens = 1 << 24
-	maxRecordBytes = recordHeaderLen + 4*4*maxStoreTokens
+	maxRecordBytes = recordHeaderLen + 5*4*maxStoreTokens
 )
 
 // castagnoli is the CRC-32C table (hardware-accelerated on amd64 and arm64); never written after
@@ -164,10 +169,13 @@ func (b *TokenStoreBuilder) check(ex Example) error {
 	for _, c := range []struct {
 		name string
 		v    []int32
-	}{{"attention_mask", ex.AttentionMask}, {"token_type_ids", ex.TokenTypeIDs}, {"labels", ex.Labels}} {
+	}{{"attention_mask", ex.AttentionMask}, {"token_type_ids", ex.TokenTypeIDs}, {"labels", ex.Labels}, {"position_ids", ex.PositionIDs}} {
 		if c.v != nil && len(c.v) != n {
 			return fmt.Errorf("%s: %d values, input_ids has %d", c.name, len(c.v), n)
 		}
+	}
+	if err := CheckPositionIDs(ex.PositionIDs); err != nil {
+		return fmt.Errorf("position_ids: %w", err)
 	}
 	for i, m := range ex.AttentionMask {
 		if m != 0 && m != 1 {
@@ -227,6 +235,10 @@ func encodeRecord(dst []byte, ex Example) []byte {
 		flags |= storeLabels
 		arrays = append(arrays, ex.Labels)
 	}
+	if ex.PositionIDs != nil {
+		flags |= storePositions
+		arrays = append(arrays, ex.PositionIDs)
+	}
 	if ex.HasLabel {
 		flags |= storeHasLabel
 	}
@@ -266,7 +278,7 @@ func decodeRecord(rec []byte) (Example, error) {
 		return Example{}, fmt.Errorf("record flags %#x: unknown bits", flags)
 	}
 	arrays := uint64(1)
-	for _, f := range []uint32{storeMask, storeTypes, storeLabels} {
+	for _, f := range []uint32{storeMask, storeTypes, storeLabels, storePositions} {
 		if flags&f != 0 {
 			arrays++
 		}
@@ -299,6 +311,9 @@ func decodeRecord(rec []byte) (Example, error) {
 	}
 	if flags&storeLabels != 0 {
 		ex.Labels = next()
+	}
+	if flags&storePositions != 0 {
+		ex.PositionIDs = next()
 	}
 	return ex, nil
 }

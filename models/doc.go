@@ -38,6 +38,19 @@
 // nodes; Batch.Training turns on dropout with config.json's probabilities. Save writes the same
 // directory layout back. CausalLM adds KV-cache decoding, SequenceClassifier the label count.
 //
+// # Packed sequences
+//
+// Batch.PositionIDs ([batch, seq], from data.PackBFD and data.CausalLMCollator; TRL's packing and
+// padding-free position_ids) holds several examples per row, each restarting at position 0. Every
+// causal architecture then embeds each token at its own position (RoPE per token with Llama's,
+// Qwen3's and Gemma 3's local and global bases; GPT-2's wpe gathered at the ids) and attends
+// block-diagonally: query i sees key j when j <= i, j is not padding and both belong to the same
+// example — i - position[i] == j - position[j], constant along an example and distinct between
+// examples — with sliding windows applied inside an example; every query also sees itself, so no
+// softmax row is empty. Each example's logits, loss and gradients are then those of the example
+// alone (TestPackedEqualsAlone: logits equal, loss within 1e-6). BERT refuses position ids (it is
+// not a causal LM); KV-cache decoding takes none.
+//
 // # Naming written
 //
 // GPT-2 is saved with the "transformer." prefix (what GPT2LMHeadModel.save_pretrained writes);

@@ -204,14 +204,16 @@ func tableExamples(ctx context.Context, ts []*table.Table, what string, maxSeq i
 	if err != nil {
 		return nil, err
 	}
-	cols := []string{"input_ids", "attention_mask", "token_type_ids", "labels"}
+	// position_ids: rows packed ahead of time (TRL's pack_dataset writes them), whose positions
+	// restart per packed example.
+	cols := []string{"input_ids", "attention_mask", "token_type_ids", "labels", "position_ids"}
 	for _, t := range ts {
 		err := t.ScanIntLists(ctx, cols, cols[1:], func(row int64, lists [][]int32) error {
 			if lists[0] == nil {
 				return fmt.Errorf("%s: row %d: column \"input_ids\" is null", t.Path(), row)
 			}
 			// Add copies: the lists are the scanner's buffers.
-			return b.Add(data.Example{InputIDs: lists[0], AttentionMask: lists[1], TokenTypeIDs: lists[2], Labels: lists[3]})
+			return b.Add(data.Example{InputIDs: lists[0], AttentionMask: lists[1], TokenTypeIDs: lists[2], Labels: lists[3], PositionIDs: lists[4]})
 		})
 		if err != nil {
 			b.Abort()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gotpu/gotpu/data"
@@ -101,3 +103,56 @@ func TestFormatsGiveIdenticalBatches(t *testing.T) {
 }
 
 var _ data.Dataset = firstN{}
+
+// TestTablePositionIDs: pre-tokenized rows packed ahead of time (TRL's pack_dataset writes
+// position_ids) keep their position ids through the table reader (here a JSON array, read by
+// data/table) and the disk-backed token store, so their examples stay apart in attention.
+func TestTablePositionIDs(t *testing.T) {
+	dir := t.TempDir()
+	modelDir := filepath.Join(dir, "model")
+	makeTinyGPT2Dir(t, modelDir)
+	path := filepath.Join(dir, "packed.json")
+	rows := `[{"input_ids": [5, 6, 7, 8, 9], "position_ids": [0, 1, 2, 0, 1]},
+ {"input_ids": [1, 2, 3], "position_ids": [0, 1, 2]},
+ {"input_ids": [4, 4]}]`
+	if err := os.WriteFile(path, []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseRunArgs("train", []string{"--model_name_or_path", modelDir, "--train_file", path,
+		"--device", "go", "--output_dir", dir}, io.Discard, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, model, err := r.openModel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ds, _, closeDS, err := r.openDataset(context.Background(), fileSource("train_file", r.md.TrainFile), nil, model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDS()
+	want := [][]int32{{0, 1, 2, 0, 1}, {0, 1, 2}, nil}
+	if ds.Len() != len(want) {
+		t.Fatalf("%d examples, want %d", ds.Len(), len(want))
+	}
+	for i, w := range want {
+		ex, err := ds.Get(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ex.PositionIDs, w) {
+			t.Errorf("example %d: position_ids %v, want %v", i, ex.PositionIDs, w)
+		}
+	}
+	// Positions that neither restart at 0 nor count up are refused, naming the column.
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`[{"input_ids": [5, 6, 7], "position_ids": [0, 2, 3]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.md.TrainFile = &bad
+	if _, _, _, err := r.openDataset(context.Background(), fileSource("train_file", r.md.TrainFile), nil, model, nil); err == nil || !strings.Contains(err.Error(), "position_ids") {
+		t.Fatalf("bad position_ids: %v, want an error naming position_ids", err)
+	}
+}

@@ -91,6 +91,12 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("bert.Forward: Batch.InputIDs is nil"))
 	}
+	if b.PositionIDs != nil {
+		// Packing (position ids restarting per example) belongs to causal LM fine-tuning; a
+		// bidirectional classifier would need its own per-example mask and pooling of each example.
+		panic(fmt.Errorf("bert.Forward: Batch.PositionIDs is set (packed sequences), but BERT is a bidirectional " +
+			"encoder, not a causal language model: packing is for causal LMs; collate BERT's examples unpacked"))
+	}
 	h := m.hidden(c, b)
 	if m.Cfg.Arch == BareModel {
 		// No pooler here: the pure-Go backend fails on graphs with unused nodes.

@@ -93,7 +93,7 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("gemma3.Forward: Batch.InputIDs is nil"))
 	}
-	logits = m.head(c, m.body(c, b.InputIDs, b.AttentionMask, b.Training, nil, nil))
+	logits = m.head(c, m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil))
 	if b.Labels != nil {
 		loss = core.CausalLMLoss(logits, b.Labels)
 	}
@@ -124,7 +124,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 
 // ForwardCached runs ids [B, T] at positions offset.. against cache (updated) and returns logits.
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	return m.head(c, m.body(c, ids, nil, false, offset, cache))
+	return m.head(c, m.body(c, ids, nil, nil, false, offset, cache))
 }
 
 // head is lm_head (the embedding when tied, never scaled by sqrt(hidden_size)), then
@@ -203,8 +203,10 @@ func rmsNorm(x, w *Node, eps float64) *Node {
 }
 
 // body is Gemma3TextModel: scaled embeddings, decoder layers (sandwich norms, q/k norms,
-// per-layer-type RoPE and window), final norm.
-func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+// per-layer-type RoPE and window), final norm. positionIDs (a packed batch) rotate each token at
+// its own example's position with both the local and the global base, and make attention
+// block-diagonal; sliding windows still apply within an example.
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) *Node {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, name) }
@@ -220,6 +222,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	}
 	B, T := dims[0], dims[1]
 	x := m.embed(c, ids)
+	pos := core.Positions(ids, offset, positionIDs)
 	S := T
 	if cache != nil {
 		S = cache.K[0].Shape().Dim(1)
@@ -230,7 +233,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 		if e, ok := ropes[r]; ok {
 			return e.cos, e.sin
 		}
-		cos, sin := rotary(g, r, cfg.HeadDim, T, offset, x.DType())
+		cos, sin := rotary(g, r, cfg.HeadDim, pos, x.DType())
 		ropes[r] = cs{cos, sin}
 		return cos, sin
 	}
@@ -239,7 +242,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 		if mk, ok := masks[window]; ok {
 			return mk
 		}
-		masks[window] = core.CausalMask(g, B, T, S, offset, mask, window)
+		masks[window] = core.AttentionMask(g, B, T, S, offset, mask, positionIDs, window)
 		return masks[window]
 	}
 	act, err := core.Activation(cfg.HiddenActivation)

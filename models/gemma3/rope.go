@@ -5,7 +5,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/gotpu/gotpu/models/internal/core"
 )
@@ -23,22 +22,21 @@ func InvFreq(r Rope, headDim int) []float64 {
 	return inv
 }
 
-// rotary returns cos and sin [1, T, 1, headDim] for positions offset..offset+T-1: angles in
-// float32 as HF computes them (position * inv_freq, duplicated), cast to dt.
-func rotary(g *Graph, r Rope, headDim, T int, offset *Node, dt dtypes.DType) (cos, sin *Node) {
+// rotary returns cos and sin [b, T, 1, headDim] for positions pos [b, T] (core.Positions: b is 1
+// unless the batch is packed): angles in float32 as HF computes them (position * inv_freq,
+// duplicated), cast to dt.
+func rotary(g *Graph, r Rope, headDim int, pos *Node, dt dtypes.DType) (cos, sin *Node) {
 	inv := InvFreq(r, headDim)
 	inv32 := make([]float32, len(inv))
 	for i, v := range inv {
 		inv32[i] = float32(v)
 	}
-	pos := Iota(g, shapes.Make(dtypes.Int32, T, 1), 0)
-	if offset != nil {
-		pos = Add(pos, ConvertDType(offset, dtypes.Int32))
-	}
-	freqs := Mul(ConvertDType(pos, dtypes.Float32), Reshape(Const(g, inv32), 1, len(inv32))) // [T, d/2]
+	pd := pos.Shape().Dimensions
+	b, T := pd[0], pd[1]
+	freqs := Mul(ConvertDType(Reshape(pos, b, T, 1), dtypes.Float32), Reshape(Const(g, inv32), 1, 1, len(inv32))) // [b, T, d/2]
 	emb := Concatenate([]*Node{freqs, freqs}, -1)
-	cos = ConvertDType(Reshape(Cos(emb), 1, T, 1, headDim), dt)
-	sin = ConvertDType(Reshape(Sin(emb), 1, T, 1, headDim), dt)
+	cos = ConvertDType(Reshape(Cos(emb), b, T, 1, headDim), dt)
+	sin = ConvertDType(Reshape(Sin(emb), b, T, 1, headDim), dt)
 	return cos, sin
 }
 

@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // graph code reads better unqualified.
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/models/internal/core"
@@ -71,7 +69,7 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("gpt2.Forward: Batch.InputIDs is nil"))
 	}
-	h, _ := m.body(c, b.InputIDs, b.AttentionMask, b.Training, nil, nil)
+	h, _ := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil)
 	logits = m.head(c, h)
 	if b.Labels != nil {
 		loss = core.CausalLMLoss(logits, b.Labels)
@@ -102,7 +100,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 // ForwardCached runs ids [B, T] at positions offset..offset+T-1 against cache (updated in place and
 // returned) and returns their logits [B, T, vocab]. Evaluation mode (no dropout).
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	h, _ := m.body(c, ids, nil, false, offset, cache)
+	h, _ := m.body(c, ids, nil, nil, false, offset, cache)
 	return m.head(c, h)
 }
 
@@ -116,7 +114,9 @@ func (m *Model) head(c *mlctx.Context, h *Node) *Node {
 
 // body is GPT2Model: embeddings, blocks, final LayerNorm. With a cache, keys/values are written at
 // offset and attention spans the whole cache (the causal mask hides unwritten entries).
-func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *Node, cache *core.KVCache) (*Node, *core.KVCache) {
+// positionIDs (a packed batch) read wpe at each token's own example position (they are below T,
+// data.CheckPositionIDs) and make attention block-diagonal.
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) (*Node, *core.KVCache) {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, prefix+name) }
@@ -128,10 +128,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	if T > cfg.NPositions {
 		panic(fmt.Errorf("gpt2: sequence length %d exceeds n_positions %d", T, cfg.NPositions))
 	}
-	pos := Iota(g, shapes.Make(dtypes.Int32, 1, T), 1)
-	if offset != nil {
-		pos = Add(pos, ConvertDType(offset, dtypes.Int32))
-	}
+	pos := core.Positions(ids, offset, positionIDs)
 	x := Add(core.Embed(w("wte.weight"), ids), core.Embed(w("wpe.weight"), pos))
 	x = core.Dropout(c, x, cfg.EmbdPdrop, training)
 
@@ -143,7 +140,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	if mask != nil {
 		keyMask = mask
 	}
-	allowed := core.CausalMask(g, B, T, S, offset, keyMask, 0)
+	allowed := core.AttentionMask(g, B, T, S, offset, keyMask, positionIDs, 0)
 	act, err := core.Activation(cfg.ActivationFunction)
 	if err != nil {
 		panic(err)

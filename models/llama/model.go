@@ -68,7 +68,7 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("llama.Forward: Batch.InputIDs is nil"))
 	}
-	h := m.body(c, b.InputIDs, b.AttentionMask, b.Training, nil, nil)
+	h := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil)
 	logits = m.head(c, h)
 	if b.Labels != nil {
 		loss = core.CausalLMLoss(logits, b.Labels)
@@ -98,7 +98,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 
 // ForwardCached runs ids [B, T] at positions offset.. against cache (updated) and returns logits.
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	return m.head(c, m.body(c, ids, nil, false, offset, cache))
+	return m.head(c, m.body(c, ids, nil, nil, false, offset, cache))
 }
 
 func (m *Model) head(c *mlctx.Context, h *Node) *Node {
@@ -109,8 +109,9 @@ func (m *Model) head(c *mlctx.Context, h *Node) *Node {
 	return core.Linear(h, core.Weight(c, h.Graph(), name), nil)
 }
 
-// body is LlamaModel: embeddings, decoder layers, final RMSNorm.
-func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+// body is LlamaModel: embeddings, decoder layers, final RMSNorm. positionIDs (a packed batch)
+// rotate each token at its own example's position and make attention block-diagonal.
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) *Node {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, name) }
@@ -126,7 +127,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	}
 	B, T := dims[0], dims[1]
 	x := core.Embed(w("model.embed_tokens.weight"), ids)
-	cos, sin := rotary(g, cfg, T, offset, x.DType())
+	cos, sin := rotary(g, cfg, core.Positions(ids, offset, positionIDs), x.DType())
 	S := T
 	if cache != nil {
 		S = cache.K[0].Shape().Dim(1)
@@ -136,7 +137,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 		if mk, ok := masks[window]; ok {
 			return mk
 		}
-		masks[window] = core.CausalMask(g, B, T, S, offset, mask, window)
+		masks[window] = core.AttentionMask(g, B, T, S, offset, mask, positionIDs, window)
 		return masks[window]
 	}
 	act, err := core.Activation(cfg.HiddenAct)

@@ -74,7 +74,7 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("qwen3.Forward: Batch.InputIDs is nil"))
 	}
-	h := m.body(c, b.InputIDs, b.AttentionMask, b.Training, nil, nil)
+	h := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil)
 	logits = m.head(c, h)
 	if b.Labels != nil {
 		loss = core.CausalLMLoss(logits, b.Labels)
@@ -106,7 +106,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 // Sliding-window layers mask keys further back than their window, so generation past the window
 // attends exactly as a full recomputation does.
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	return m.head(c, m.body(c, ids, nil, false, offset, cache))
+	return m.head(c, m.body(c, ids, nil, nil, false, offset, cache))
 }
 
 func (m *Model) head(c *mlctx.Context, h *Node) *Node {
@@ -132,7 +132,9 @@ func (m *Model) embed(table, ids *Node) *Node {
 }
 
 // body is Qwen3Model: embeddings, decoder layers (q_norm/k_norm before RoPE), final RMSNorm.
-func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+// positionIDs (a packed batch) rotate each token at its own example's position and make attention
+// block-diagonal; sliding windows still apply within an example.
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) *Node {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, name) }
@@ -148,7 +150,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 	}
 	B, T := dims[0], dims[1]
 	x := m.embed(w("model.embed_tokens.weight"), ids)
-	cos, sin := rotary(g, cfg, T, offset, x.DType())
+	cos, sin := rotary(g, cfg, core.Positions(ids, offset, positionIDs), x.DType())
 	S := T
 	if cache != nil {
 		S = cache.K[0].Shape().Dim(1)
@@ -158,7 +160,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask *Node, training bool, offset *N
 		if mk, ok := masks[window]; ok {
 			return mk
 		}
-		masks[window] = core.CausalMask(g, B, T, S, offset, mask, window)
+		masks[window] = core.AttentionMask(g, B, T, S, offset, mask, positionIDs, window)
 		return masks[window]
 	}
 	act, err := core.Activation(cfg.HiddenAct)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/gotpu/gotpu/models/internal/core"
 )
@@ -25,23 +24,22 @@ func InvFreq(cfg *Config) []float64 {
 	return inv
 }
 
-// rotary returns cos and sin [1, T, 1, head_dim] for positions offset..offset+T-1: angles in
-// float32 as HF computes them (position * inv_freq, duplicated), cast to dt.
-func rotary(g *Graph, cfg *Config, T int, offset *Node, dt dtypes.DType) (cos, sin *Node) {
+// rotary returns cos and sin [b, T, 1, head_dim] for positions pos [b, T] (core.Positions: b is 1
+// unless the batch is packed): angles in float32 as HF computes them (position * inv_freq,
+// duplicated), cast to dt.
+func rotary(g *Graph, cfg *Config, pos *Node, dt dtypes.DType) (cos, sin *Node) {
 	inv := InvFreq(cfg)
 	inv32 := make([]float32, len(inv))
 	for i, v := range inv {
 		inv32[i] = float32(v)
 	}
-	pos := Iota(g, shapes.Make(dtypes.Int32, T, 1), 0)
-	if offset != nil {
-		pos = Add(pos, ConvertDType(offset, dtypes.Int32))
-	}
-	freqs := Mul(ConvertDType(pos, dtypes.Float32), Reshape(Const(g, inv32), 1, len(inv32))) // [T, d/2]
+	pd := pos.Shape().Dimensions
+	b, T := pd[0], pd[1]
+	freqs := Mul(ConvertDType(Reshape(pos, b, T, 1), dtypes.Float32), Reshape(Const(g, inv32), 1, 1, len(inv32))) // [b, T, d/2]
 	emb := Concatenate([]*Node{freqs, freqs}, -1)
 	d := cfg.HeadDim
-	cos = ConvertDType(Reshape(Cos(emb), 1, T, 1, d), dt)
-	sin = ConvertDType(Reshape(Sin(emb), 1, T, 1, d), dt)
+	cos = ConvertDType(Reshape(Cos(emb), b, T, 1, d), dt)
+	sin = ConvertDType(Reshape(Sin(emb), b, T, 1, d), dt)
 	return cos, sin
 }
 

@@ -65,7 +65,11 @@ func (s *Stepper) TransferBatch(shards []*data.Batch) (db *DeviceBatch, err erro
 	}
 	db = &DeviceBatch{}
 	for r, b := range shards {
-		in := s.batchInputs(b)
+		in, err := s.batchInputs(b)
+		if err != nil {
+			db.Release()
+			return nil, fmt.Errorf("step.TransferBatch: replica %d: %w", r, err)
+		}
 		db.inputs = append(db.inputs, in)
 		db.Samples += b.Size
 		db.Tokens += b.Tokens()

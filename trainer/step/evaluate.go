@@ -52,7 +52,10 @@ type EvalResult struct {
 // after every step dispatched before; it returns at once. ReadEval reads the results.
 func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPending, err error) {
 	defer xla.Recover(&err, "step.DispatchEval")
-	in := s.batchInputs(b)
+	in, err := s.batchInputs(b)
+	if err != nil {
+		return nil, fmt.Errorf("evaluation: %w", err)
+	}
 	perDevice := len(in)
 	devices := []int{0}
 	if s.auto {

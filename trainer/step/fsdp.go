@@ -254,7 +254,7 @@ func (s *Stepper) scatterGradients(g *Graph, grads []*Node, idx *Node, extra ...
 func (s *Stepper) fsdpGradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	p := len(s.params)
 	nb, hasAcc := batchArity(len(nodes)-1, p+carryScalars)
-	b, _ := splitBatch(nodes[:nb], nb == 4)
+	b := s.splitBatch(nodes[:nb])
 	idx := nodes[nb]
 	g := idx.Graph()
 	shards := s.gatherParams(c, g, idx)
@@ -290,7 +290,7 @@ func (s *Stepper) fsdpTrainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 		nb -= carryScalars + p
 		acc = nodes[nb+3:]
 	}
-	b, _ := splitBatch(nodes[:nb], nb == 4)
+	b := s.splitBatch(nodes[:nb])
 	table, ctr, idx := nodes[nb], nodes[nb+1], nodes[nb+2]
 	g := idx.Graph()
 	shards := s.gatherParams(c, g, idx)

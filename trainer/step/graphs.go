@@ -8,8 +8,8 @@ import (
 	"github.com/gotpu/gotpu/models"
 )
 
-// batchArity splits a program's inputs into the batch (3 or 4 nodes: token types are optional) and
-// what follows (extra nodes of which there are 0 or `extra`).
+// batchArity splits a program's inputs into the batch (3 or 4 nodes: position ids or token types
+// are optional, batchInputs) and what follows (extra nodes of which there are 0 or `extra`).
 func batchArity(total, extra int) (batch int, hasExtra bool) {
 	if total > 4 {
 		return total - extra, true
@@ -28,7 +28,7 @@ func batchArity(total, extra int) (batch int, hasExtra bool) {
 func (s *Stepper) gradGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	p := len(s.params)
 	nb, hasAcc := batchArity(len(nodes), p+carryScalars)
-	b, _ := splitBatch(nodes[:nb], nb == 4)
+	b := s.splitBatch(nodes[:nb])
 	sum, terms, grads := s.replicaGradients(c, b)
 	hi, lo := sum, ZerosLike(sum)
 	if hasAcc {
@@ -94,7 +94,7 @@ func (s *Stepper) mixedPrecision(c *mlctx.Context, g *Graph) {
 
 // evalGraph: inputs are the batch; outputs the loss sum, the number of loss terms and the logits.
 func (s *Stepper) evalGraph(c *mlctx.Context, nodes []*Node) []*Node {
-	b, _ := splitBatch(nodes, len(nodes) == 4)
+	b := s.splitBatch(nodes)
 	s.mixedPrecision(c, nodes[0].Graph())
 	loss, logits := s.model.Forward(c, b)
 	logits = ConvertDType(logits, dtypes.Float32)

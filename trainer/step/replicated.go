@@ -37,6 +37,8 @@ type BatchShape struct {
 	Size, SeqLen int
 	// TokenTypeIDs is set for models fed token_type_ids (BERT with segment ids).
 	TokenTypeIDs bool
+	// PositionIDs is set for a causal LM fed packed batches (data.PackBFD: position_ids).
+	PositionIDs bool
 }
 
 // replicatedScalars is the number of per-step scalars of the update, one row of the window table
@@ -53,6 +55,12 @@ type GraphFunc = func(c *mlctx.Context, inputs []*Node) []*Node
 func (s *Stepper) ProgramGraph(p Program, b BatchShape) (xla.HLOSpec, GraphFunc, error) {
 	if b.Size <= 0 || b.SeqLen <= 0 {
 		return xla.HLOSpec{}, nil, fmt.Errorf("step.BatchShape: size %d × seq %d is not positive", b.Size, b.SeqLen)
+	}
+	if b.TokenTypeIDs && s.causal {
+		return xla.HLOSpec{}, nil, fmt.Errorf("step.BatchShape.TokenTypeIDs: a causal LM's programs take no token_type_ids (no causal model reads them)")
+	}
+	if b.PositionIDs && !s.causal {
+		return xla.HLOSpec{}, nil, fmt.Errorf("step.BatchShape.PositionIDs: packed batches are for causal LMs; this model is a sequence classifier")
 	}
 	spec := xla.HLOSpec{Name: fmt.Sprintf("gotpu_%s_%dx%d", p, b.Size, b.SeqLen), Inputs: s.batchShapes(b)}
 	switch p {
@@ -91,7 +99,7 @@ func (s *Stepper) StableHLO(ctx context.Context, p Program, b BatchShape) (strin
 func (s *Stepper) batchShapes(b BatchShape) []shapes.Shape {
 	ids := shapes.Make(dtypes.Int32, b.Size, b.SeqLen)
 	in := []shapes.Shape{ids, ids}
-	if b.TokenTypeIDs {
+	if b.TokenTypeIDs || b.PositionIDs { // at most one: ProgramGraph refuses the other
 		in = append(in, ids)
 	}
 	if s.causal {
@@ -115,7 +123,7 @@ func (s *Stepper) trainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 		nb -= carryScalars + p
 		carry = nodes[nb+2:]
 	}
-	b, _ := splitBatch(nodes[:nb], nb == 4)
+	b := s.splitBatch(nodes[:nb])
 	table, ctr := nodes[nb], nodes[nb+1]
 	sum, terms, grads := s.replicaGradients(c, b)
 	if carry != nil {

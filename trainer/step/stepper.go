@@ -278,35 +278,44 @@ func (s *Stepper) OptimizerStateBytes() int64 {
 	return n
 }
 
-// batchInputs converts a host batch to the gradient/eval programs' leading inputs:
-// input_ids, attention_mask, [token_type_ids], labels ([size, seq] for a causal LM, [size] for a
-// classifier).
-func (s *Stepper) batchInputs(b *data.Batch) []*tensors.Tensor {
-	in := []*tensors.Tensor{
-		tensors.FromFlatDataAndDimensions(b.InputIDs, b.Size, b.SeqLen),
-		tensors.FromFlatDataAndDimensions(b.AttentionMask, b.Size, b.SeqLen),
+// batchInputs converts a host batch to the gradient/eval programs' leading inputs: input_ids,
+// attention_mask, the optional one, labels ([size, seq] for a causal LM, [size] for a
+// classifier). The optional input is a causal LM's position_ids (a packed batch) or a
+// classifier's token_type_ids: a causal LM's programs never take token types (no causal model
+// reads them), and a classifier refuses position ids, so a program's input count alone says
+// what it was given (splitBatch) and a packed batch is one more program shape, as token types
+// are.
+func (s *Stepper) batchInputs(b *data.Batch) ([]*tensors.Tensor, error) {
+	ids := func(v []int32) *tensors.Tensor { return tensors.FromFlatDataAndDimensions(v, b.Size, b.SeqLen) }
+	in := []*tensors.Tensor{ids(b.InputIDs), ids(b.AttentionMask)}
+	if s.causal {
+		if b.PositionIDs != nil {
+			in = append(in, ids(b.PositionIDs))
+		}
+		return append(in, ids(b.Labels)), nil
+	}
+	if b.PositionIDs != nil {
+		return nil, fmt.Errorf("step: the batch has position_ids (packed sequences), but the model is a sequence " +
+			"classifier, not a causal LM: packing is for causal language models")
 	}
 	if b.TokenTypeIDs != nil {
-		in = append(in, tensors.FromFlatDataAndDimensions(b.TokenTypeIDs, b.Size, b.SeqLen))
+		in = append(in, ids(b.TokenTypeIDs))
 	}
-	if s.causal {
-		in = append(in, tensors.FromFlatDataAndDimensions(b.Labels, b.Size, b.SeqLen))
-	} else {
-		in = append(in, tensors.FromFlatDataAndDimensions(b.Labels, b.Size))
-	}
-	return in
+	return append(in, tensors.FromFlatDataAndDimensions(b.Labels, b.Size)), nil
 }
 
-// splitBatch maps a program's leading inputs to a models.Batch.
-func splitBatch(nodes []*graph.Node, hasTokenTypes bool) (models.Batch, []*graph.Node) {
-	b := models.Batch{InputIDs: nodes[0], AttentionMask: nodes[1]}
-	k := 2
-	if hasTokenTypes {
-		b.TokenTypeIDs = nodes[k]
-		k++
+// splitBatch maps a program's leading inputs (3 or 4 nodes, batchInputs) to a models.Batch: a
+// fourth is position_ids for a causal LM, token_type_ids for a classifier.
+func (s *Stepper) splitBatch(nodes []*graph.Node) models.Batch {
+	b := models.Batch{InputIDs: nodes[0], AttentionMask: nodes[1], Labels: nodes[len(nodes)-1]}
+	if len(nodes) == 4 {
+		if s.causal {
+			b.PositionIDs = nodes[2]
+		} else {
+			b.TokenTypeIDs = nodes[2]
+		}
 	}
-	b.Labels = nodes[k]
-	return b, nodes[k+1:]
+	return b
 }
 
 // lossTerms is the number of terms HF's loss averages over: non-ignored shifted labels for a causal

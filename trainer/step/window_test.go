@@ -179,7 +179,11 @@ func TestDispatchTransfersNothing(t *testing.T) {
 	b := randomBatch(rng, 4, 16, 1000)
 	host := &DeviceBatch{}
 	for _, sh := range split(b, 2) {
-		host.inputs = append(host.inputs, s.batchInputs(sh))
+		in, err := s.batchInputs(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host.inputs = append(host.inputs, in)
 	}
 	if _, err := s.Dispatch(ctx, []*DeviceBatch{host}); err == nil || !strings.Contains(err.Error(), "not on device") {
 		t.Fatalf("a host batch was dispatched: %v", err)

@@ -48,7 +48,7 @@ func ShiftLabels(labels *Node) *Node {
 // label is not -100 (NaN when there are none, as in PyTorch).
 func CausalLMLoss(logits, labels *Node) *Node {
 	nll, valid := TokenNLL(logits, ShiftLabels(labels))
-	return Div(ReduceAllSum(nll), ReduceAllSum(valid))
+	return Div(AccurateSum(nll), ReduceAllSum(valid))
 }
 
 // Problem types of sequence classification (config problem_type).

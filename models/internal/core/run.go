@@ -19,6 +19,8 @@ type Forwarder interface {
 // Inputs are host tensors for one batch; nil fields are absent.
 type Inputs struct {
 	InputIDs, AttentionMask, TokenTypeIDs, Labels *tensors.Tensor
+	// PositionIDs are a packed batch's positions (Batch.PositionIDs), nil for 0..seq-1.
+	PositionIDs *tensors.Tensor
 	// Training runs the forward pass with dropout (Batch.Training).
 	Training bool
 }
@@ -43,7 +45,7 @@ func Run(backend backends.Backend, m Forwarder, in Inputs, grads bool) (res *Res
 	}
 	var args []any
 	var slots []*tensors.Tensor
-	for _, t := range []*tensors.Tensor{in.InputIDs, in.AttentionMask, in.TokenTypeIDs, in.Labels} {
+	for _, t := range []*tensors.Tensor{in.InputIDs, in.AttentionMask, in.TokenTypeIDs, in.Labels, in.PositionIDs} {
 		slots = append(slots, t)
 		if t != nil {
 			args = append(args, t)
@@ -52,7 +54,7 @@ func Run(backend backends.Backend, m Forwarder, in Inputs, grads bool) (res *Res
 	params := m.Params()
 	fn := func(c *mlctx.Context, nodes []*Node) []*Node {
 		b := Batch{Training: in.Training}
-		dst := []**Node{&b.InputIDs, &b.AttentionMask, &b.TokenTypeIDs, &b.Labels}
+		dst := []**Node{&b.InputIDs, &b.AttentionMask, &b.TokenTypeIDs, &b.Labels, &b.PositionIDs}
 		k := 0
 		for i, t := range slots {
 			if t != nil {

@@ -17,6 +17,11 @@ type Batch struct {
 	AttentionMask *graph.Node
 	// TokenTypeIDs: [batch, seq] segment ids (BERT); nil means all zeros.
 	TokenTypeIDs *graph.Node
+	// PositionIDs: [batch, seq] positions of a packed batch (causal LMs only; a classifier refuses
+	// them): each example of a row restarts at 0 and counts up by one (data.CheckPositionIDs), and
+	// the model embeds every token at its position and attends block-diagonally, so examples do not
+	// see each other (PackedCausalMask). nil means 0..seq-1.
+	PositionIDs *graph.Node
 	// Labels: causal LMs [batch, seq] token ids, -100 ignored, shifted inside the model as HF does;
 	// sequence classification [batch] integer classes, or float targets for regression
 	// (num_labels == 1) and [batch, num_labels] floats for multi-label classification.
