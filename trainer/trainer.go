@@ -374,6 +374,12 @@ func (t *Trainer) ParamCounts() (trainable, all int64) {
 // the adapter's only.
 func (t *Trainer) OptimizerStateBytes() int64 { return t.stepper.OptimizerStateBytes() }
 
+// Compilations is how many distinct programs (graph × input shapes: gradient, update and
+// evaluation programs) the trainer's stepper has compiled so far, and the seconds their first
+// runs took. A run whose batches keep one shape compiles each program once, whatever its length:
+// the proof that nothing recompiled.
+func (t *Trainer) Compilations() (int, float64) { return t.stepper.Compilations() }
+
 // Train runs the training loop. Cancelling ctx stops it after the current step.
 func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	defer xla.Recover(&err, "trainer.Train")
@@ -475,6 +481,17 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	ev := &Event{Args: &t.args, State: &t.state, Control: &control}
 	if err := t.callbacks.OnTrainBegin(ctx, ev); err != nil {
 		return TrainOutput{}, err
+	}
+	if t.args.EvalOnStart {
+		// HF's eval_on_start: one evaluation before the first update (a sanity check of the
+		// evaluation loop and the starting loss), through _evaluate, so it logs like any
+		// evaluation but never competes for best_metric.
+		if t.eval == nil || t.eval.Len() == 0 {
+			return TrainOutput{}, errors.New("trainer: eval_on_start: no evaluation data")
+		}
+		if _, err := t.evaluate(ctx, ev, false); err != nil {
+			return TrainOutput{}, fmt.Errorf("trainer: eval_on_start: %w", err)
+		}
 	}
 
 	start := time.Now()
