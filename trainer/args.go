@@ -253,4 +253,16 @@ type ModelDataArguments struct {
 	UseRSLoRA         *bool    `json:"use_rslora"`
 	UseDoRA           *bool    `json:"use_dora"`
 	AdapterNameOrPath *string  `json:"adapter_name_or_path"`
+	// TRL SFTConfig's data arguments (args_sft.go; SFTConfig turns them into an sft.Config);
+	// nil: TRL's default.
+	DatasetTextField   *string `json:"dataset_text_field"`
+	MaxLength          *int    `json:"max_length"`
+	Packing            *bool   `json:"packing"`
+	PackingStrategy    *string `json:"packing_strategy"`
+	PaddingFree        *bool   `json:"padding_free"`
+	CompletionOnlyLoss *bool   `json:"completion_only_loss"`
+	AssistantOnlyLoss  *bool   `json:"assistant_only_loss"`
+	EOSToken           *string `json:"eos_token"`
+	PadToken           *string `json:"pad_token"`
+	ChatTemplatePath   *string `json:"chat_template_path"`
 }

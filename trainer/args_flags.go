@@ -98,7 +98,7 @@ func (a *TrainingArguments) RegisterFlags(fs *flag.FlagSet) {
 // RegisterFlags registers the model/data arguments under their HF names (--model_name_or_path,
 // --block_size…), plus --dtype as an alias of --torch_dtype.
 func (m *ModelDataArguments) RegisterFlags(fs *flag.FlagSet) {
-	registerStructFlags(fs, reflect.ValueOf(m).Elem(), modelDataArgsMeta, nil)
+	registerStructFlags(fs, reflect.ValueOf(m).Elem(), modelDataArgsMeta, sftHelp)
 	fs.Var(fs.Lookup("torch_dtype").Value, "dtype", "alias of --torch_dtype")
 	fs.Var(fs.Lookup("model_revision").Value, "revision", "alias of --model_revision")
 	fs.Var(fs.Lookup("train_split").Value, "dataset_train_split", "alias of --train_split (TRL's name)")

@@ -293,11 +293,11 @@ var foreignArguments = map[string]foreignArgument{
 	"wandb_log_unique_prompts": foreignGRPO, "cache_implementation": foreignGRPO, "delta": foreignGRPO,
 	"disable_dropout": foreignTRL, "use_liger_loss": foreignTRL, "shuffle_dataset": foreignGRPO,
 	"unsloth_num_chunks": foreignUnsloth,
-	"dataset_text_field": foreignSFT, "packing": foreignSFT, "dataset_num_proc": foreignSFT,
-	"dataset_kwargs": foreignSFT, "dataset_batch_size": foreignSFT, "max_length": foreignSFT,
-	"completion_only_loss": foreignSFT, "assistant_only_loss": foreignSFT, "padding_free": foreignSFT,
-	"eval_packing": foreignSFT, "chat_template_path": foreignSFT, "pad_to_multiple_of": foreignSFT,
-	"pad_token": foreignSFT, "eos_token": foreignSFT, "activation_offloading": foreignSFT,
+	// SFTConfig's dataset_text_field, max_length, packing, packing_strategy, padding_free,
+	// completion_only_loss, assistant_only_loss, eos_token, pad_token and chat_template_path
+	// are ModelDataArguments (args_sft.go); these others are not implemented.
+	"dataset_num_proc": foreignSFT, "dataset_kwargs": foreignSFT, "dataset_batch_size": foreignSFT,
+	"eval_packing": foreignSFT, "pad_to_multiple_of": foreignSFT, "activation_offloading": foreignSFT,
 	"label_pad_token_id": foreignDPO, "padding_value": foreignDPO, "truncation_mode": foreignDPO,
 	"max_target_length": foreignDPO, "is_encoder_decoder": foreignDPO, "precompute_ref_log_probs": foreignDPO,
 	"ref_adapter_name": foreignDPO, "rpo_alpha": foreignDPO, "reference_free": foreignDPO,

@@ -301,6 +301,10 @@ func decodeArg(dst reflect.Value, f argField, v JSONValue) string {
 		}
 		return msg
 	}
+	if v.IsNull() && f.name == "max_length" {
+		dst.Set(reflect.ValueOf(new(int))) // TRL's None: no truncation, which gotpu spells 0
+		return ""
+	}
 	if v.IsNull() {
 		switch dst.Kind() {
 		case reflect.Pointer, reflect.Slice:

@@ -38,6 +38,8 @@ type runArgs struct {
 	// hubc is the Hub client, made on first use (hub): a run that names only local paths never
 	// reads the Hub's settings.
 	hubc *hub.Client
+	// sft is set once a split took TRL's SFT preparation (sft.go).
+	sft *sftRun
 }
 
 // hub returns the run's Hub client: the environment as huggingface_hub reads it (HF_ENDPOINT,
@@ -196,6 +198,19 @@ func (r *runArgs) openDataset(ctx context.Context, src *dataSource, maxSamples *
 	}
 	var out data.Dataset
 	var closeFn func()
+	if sftData, err := r.useSFT(src, model); err != nil {
+		return nil, nil, nil, err
+	} else if sftData {
+		if out, err = r.openSFTDataset(ctx, src, model); err != nil {
+			return nil, nil, nil, err
+		}
+		if maxSamples != nil && *maxSamples > 0 && *maxSamples < out.Len() {
+			out = firstN{out, *maxSamples}
+		}
+		return out, labels, func() {}, nil
+	} else if err := r.md.SFTOnlyArgs(); err != nil {
+		return nil, nil, nil, cli.UsageError("%v", err)
+	}
 	tabular, err := isTableSource(src)
 	if err != nil {
 		return nil, nil, nil, err
@@ -409,7 +424,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeEval()
-	tr, err := trainer.New(r.train, model, train, eval, trainer.Options{Runtime: rt})
+	collator, err := r.sftCollator(model)
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(r.train, model, train, eval, trainer.Options{Runtime: rt, Collator: collator})
 	if err != nil {
 		return err
 	}
@@ -464,7 +483,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer closeEval()
-	tr, err := trainer.New(r.train, model, nil, eval, trainer.Options{Runtime: rt})
+	collator, err := r.sftCollator(model)
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(r.train, model, nil, eval, trainer.Options{Runtime: rt, Collator: collator})
 	if err != nil {
 		return err
 	}
