@@ -25,6 +25,10 @@ import (
 //
 // --adapter_name_or_path generates with a PEFT LoRA adapter attached to --model (every decoding
 // step, KV cache included, runs the adapted model); the output format is the same.
+//
+// --chat (generate_chat.go) renders a conversation with the chat template instead of taking
+// --prompt_ids, stops at the template's end-of-turn token too, and prints the reply's text; with
+// --json the object also has "prompt", "reply" and "eos_token_ids".
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("generate")
 	var dev deviceFlags
@@ -46,7 +50,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	adapter := fs.String("adapter_name_or_path", "", "PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) or Hub repo id to generate with, on top of --model")
 	adapterRevision := fs.String("adapter_revision", "", "branch, tag or commit of a Hub repo id given as --adapter_name_or_path (default main)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args, stderr, "--model DIR [--adapter_name_or_path ADAPTER] --prompt_ids IDS [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
+	var chatF chatFlags
+	chatF.register(fs)
+	if err := parse(fs, args, stderr, "--model DIR [--adapter_name_or_path ADAPTER] (--prompt_ids IDS | --chat (--messages FILE.json | --prompt TEXT) [--system TEXT] [--chat_template_path FILE] [--tokenizer TOK]) [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -55,20 +61,35 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *model == "" {
 		return cli.UsageError("--model is required")
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := chatF.check(set, *prompt); err != nil {
+		return err
+	}
+	modelArg := *model
 	dir, err := resolveModelFlag(ctx, *model, *revision, stderr)
 	if err != nil {
 		return err
 	}
 	model = &dir
-	if *prompt != "" {
-		return cli.UsageError("--prompt needs a tokenizer, which gotpu cannot load yet; pass token ids with --prompt_ids")
-	}
-	ids, err := parseIDs(*promptIDs)
-	if err != nil {
-		return cli.UsageError("--prompt_ids: %v", err)
-	}
-	if len(ids) == 0 {
-		return cli.UsageError("--prompt_ids is required")
+	var ids []int
+	var cp *chatPrompt
+	if *chatF.on {
+		if cp, err = prepareChat(ctx, chatF, *prompt, modelArg, dir, *revision, stderr); err != nil {
+			return err
+		}
+		defer cp.tok.Close()
+		ids = cp.ids
+	} else {
+		if *prompt != "" {
+			return cli.UsageError("--prompt without --chat needs a tokenizer, which gotpu cannot load yet; pass token ids with --prompt_ids, or give --chat")
+		}
+		if ids, err = parseIDs(*promptIDs); err != nil {
+			return cli.UsageError("--prompt_ids: %v", err)
+		}
+		if len(ids) == 0 {
+			return cli.UsageError("--prompt_ids is required")
+		}
 	}
 	opts := def
 	genConfig := ""
@@ -78,8 +99,6 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		genConfig = p
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["max_new_tokens"] {
 		opts.MaxNewTokens = *maxNew
 	}
@@ -126,9 +145,39 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !ok {
 		return fmt.Errorf("%s: %s is not a causal language model; generate needs GPT-2, Llama, Mistral or Qwen2", *model, m.Architecture())
 	}
+	if cp != nil {
+		for i, id := range ids {
+			if id >= lm.VocabSize() {
+				return fmt.Errorf("the tokenizer does not fit %s: token %d (prompt position %d) is outside the model's vocabulary [0, %d)", *model, id, i, lm.VocabSize())
+			}
+		}
+		if *eos == "" {
+			base := opts.EOSTokenIDs // generation_config.json's
+			if base == nil {
+				base = lm.EOSTokenIDs()
+			}
+			opts.EOSTokenIDs = chatStops(base, cp.stops)
+		}
+	}
 	out, err := models.Generate(ctx, rt, lm, ids, opts)
 	if err != nil {
 		return err
+	}
+	if cp != nil {
+		text, err := reply(cp.tok, out, opts.EOSTokenIDs)
+		if err != nil {
+			return fmt.Errorf("decoding the reply: %w", err)
+		}
+		if !*asJSON {
+			_, err = fmt.Fprintln(stdout, text)
+			return err
+		}
+		if out == nil {
+			out = []int{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(chatResult{PromptIDs: ids, GeneratedIDs: out, Prompt: cp.text, Reply: text, EOSTokenIDs: opts.EOSTokenIDs})
 	}
 	if *asJSON {
 		if out == nil {

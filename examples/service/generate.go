@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gotpu/gotpu/checkpoint"
+	"github.com/gotpu/gotpu/data/chat"
 	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/peft"
@@ -31,11 +35,15 @@ type generateResponse struct {
 	Revision   string  `json:"revision,omitempty"`
 	Adapter    string  `json:"adapter,omitempty"`
 	Step       int     `json:"step"`
-	Prompt     string  `json:"prompt,omitempty"`
+	Prompt     string  `json:"prompt,omitempty"` // for a chat request, the rendered conversation
 	PromptIDs  []int   `json:"prompt_ids"`
 	TokenIDs   []int   `json:"token_ids"`
 	Text       *string `json:"text"` // null when the job has no tokenizer
-	Seconds    float64 `json:"seconds"`
+	// Reply (chat requests only) is token_ids without the stop token that ended them, decoded
+	// with skip_special_tokens; EOSTokenIDs are the stop tokens generation used (chatStops).
+	Reply       *string `json:"reply,omitempty"`
+	EOSTokenIDs []int   `json:"eos_token_ids,omitempty"`
+	Seconds     float64 `json:"seconds"`
 }
 
 // generateParams are the query parameters of a generation request.
@@ -43,6 +51,9 @@ type generateParams struct {
 	prompt    string
 	promptIDs []int
 	opts      models.GenerateOptions
+	// messages, when not nil, is a chat request's conversation (system message included): it is
+	// rendered with the tokenizer's chat template and add_generation_prompt.
+	messages []json.RawMessage
 }
 
 func parseGenerateParams(q url.Values) (generateParams, *requestError) {
@@ -58,12 +69,13 @@ func parseGenerateParams(q url.Values) (generateParams, *requestError) {
 			g.promptIDs = append(g.promptIDs, id)
 		}
 	}
-	if g.prompt == "" && q.Get("prompt_ids") == "" {
-		re.add("prompt", "required (or prompt_ids: comma-separated token ids)")
+	if g.prompt == "" && q.Get("prompt_ids") == "" && !q.Has("messages") {
+		re.add("prompt", "required (or prompt_ids: comma-separated token ids; or messages: a JSON list of chat messages)")
 	}
 	if g.prompt != "" && q.Get("prompt_ids") != "" {
 		re.add("prompt_ids", "give prompt or prompt_ids, not both")
 	}
+	parseChatParams(q, &g, re)
 	intParam := func(name string, dst *int, lo, hi int) {
 		if s := q.Get(name); s != "" {
 			v, err := strconv.Atoi(s)
@@ -131,8 +143,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	g, re := parseGenerateParams(r.URL.Query())
-	if r.URL.Query().Get("adapter") != "" {
+	q, ok := s.generateQuery(w, r)
+	if !ok {
+		return
+	}
+	g, re := parseGenerateParams(q)
+	if q.Get("adapter") != "" {
 		// A job generates with its own weights: a LoRA job's are its adapter on its base.
 		if re == nil {
 			re = &requestError{}
@@ -226,7 +242,16 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 	}
 	resp := src.resp
 	resp.Prompt, resp.PromptIDs = g.prompt, g.promptIDs
-	if g.prompt != "" {
+	var cp *chatPrompt
+	if g.messages != nil {
+		var re *requestError
+		if cp, re = s.renderChat(src, tok, g.messages); re != nil {
+			s.met.gens.WithLabelValues("bad_request").Inc()
+			writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
+			return
+		}
+		resp.Prompt, resp.PromptIDs = cp.text, cp.ids
+	} else if g.prompt != "" {
 		if tok == nil {
 			s.met.gens.WithLabelValues("bad_request").Inc()
 			msg := "this job was trained on token ids without a tokenizer; pass prompt_ids"
@@ -292,6 +317,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("prompt: %d tokens; the model takes 1 to %d (its positions, less one to generate)", len(resp.PromptIDs), lm.MaxPositions()-1), nil)
 		return
 	}
+	if cp != nil {
+		g.opts.EOSTokenIDs = chatStops(dir, lm, cp.stops)
+		resp.EOSTokenIDs = g.opts.EOSTokenIDs
+	}
 	out, err := models.Generate(r.Context(), s.rt, lm, resp.PromptIDs, g.opts)
 	if err != nil {
 		s.met.gens.WithLabelValues("error").Inc()
@@ -314,6 +343,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 			return
 		}
 		resp.Text = &text
+		if cp != nil {
+			n := len(ids)
+			if n > 0 && slices.Contains(g.opts.EOSTokenIDs, out[n-1]) {
+				n--
+			}
+			rep, err := tok.Decode(ids[:n], true)
+			if err != nil {
+				s.met.gens.WithLabelValues("error").Inc()
+				writeError(w, http.StatusInternalServerError, fmt.Sprintf("decoding the reply: %v", err), nil)
+				return
+			}
+			resp.Reply = &rep
+		}
 	}
 	resp.Seconds = time.Since(start).Seconds()
 	s.met.gens.WithLabelValues("ok").Inc()
@@ -345,4 +387,215 @@ func (s *Server) modelSource(j *Job) (dir string, step int, err error) {
 		return "", 0, err
 	}
 	return e.Dir, e.Step, nil
+}
+
+// generateQuery returns a generation request's parameters: a GET's query, or the JSON object
+// body of a POST (at most maxBodyBytes), whose keys are the query's names and whose values are
+// strings, numbers or booleans, "messages" a list of messages. A POST lets a conversation be
+// sent without URL-encoding it; both forms are checked by the same parseGenerateParams.
+func (s *Server) generateQuery(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	if r.Method != http.MethodPost {
+		return r.URL.Query(), true
+	}
+	fail := func(field, format string, args ...any) (url.Values, bool) {
+		s.met.gens.WithLabelValues("bad_request").Inc()
+		re := &requestError{}
+		re.add(field, format, args...)
+		writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
+		return nil, false
+	}
+	if r.URL.RawQuery != "" {
+		return fail("query", "a POST takes its parameters in the JSON body, not in the query")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return fail("body", "reading it: %v", err)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return fail("body", "want a JSON object of generation parameters%s", jsonProblem(err))
+	}
+	q := url.Values{}
+	for k, v := range obj {
+		switch {
+		case k == "messages":
+			q.Set(k, string(v))
+		case string(v) == "null":
+		case v[0] == '"':
+			var str string
+			if err := json.Unmarshal(v, &str); err != nil {
+				return fail(k, "%v", err)
+			}
+			q.Set(k, str)
+		case v[0] == '[' || v[0] == '{':
+			return fail(k, "want a string, number or boolean")
+		default: // a number or a boolean, as its JSON text
+			q.Set(k, string(v))
+		}
+	}
+	return q, true
+}
+
+// parseChatParams reads the chat parameters into g: messages (a JSON list of messages, each an
+// object with a string "role"), or chat=true with prompt (one user message); system puts a
+// system message first.
+func parseChatParams(q url.Values, g *generateParams, re *requestError) {
+	chatOn := false
+	if s := q.Get("chat"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			re.add("chat", "%q: want true or false", s)
+			return
+		}
+		chatOn = v
+	}
+	switch {
+	case q.Has("messages"):
+		if g.prompt != "" {
+			re.add("messages", "give messages or prompt, not both")
+			return
+		}
+		if err := json.Unmarshal([]byte(q.Get("messages")), &g.messages); err != nil || g.messages == nil {
+			re.add("messages", "want a JSON list of messages%s", jsonProblem(err))
+			return
+		}
+		if len(g.messages) == 0 {
+			re.add("messages", "empty conversation")
+			return
+		}
+		for i, m := range g.messages {
+			var me *chat.MessageError
+			if err := chat.CheckMessage(m); errors.As(err, &me) {
+				re.add(fmt.Sprintf("messages[%d]%s", i, me.Field), "%s", me.Problem)
+				return
+			}
+		}
+	case chatOn && g.prompt != "":
+		g.messages = []json.RawMessage{chat.TextMessage("user", g.prompt)}
+	case chatOn:
+		re.add("chat", "chat=true needs prompt= (one user message); or give messages=")
+		return
+	case q.Get("system") != "":
+		re.add("system", "only for a chat request (messages=, or chat=true with prompt=)")
+		return
+	default:
+		return
+	}
+	if q.Get("prompt_ids") != "" {
+		re.add("prompt_ids", "not with a chat request: the prompt is the rendered conversation")
+		return
+	}
+	if sys := q.Get("system"); sys != "" {
+		var first struct{ Role string }
+		_ = json.Unmarshal(g.messages[0], &first)
+		if first.Role == "system" {
+			re.add("system", "messages already start with a system message")
+			return
+		}
+		g.messages = append([]json.RawMessage{chat.TextMessage("system", sys)}, g.messages...)
+	}
+}
+
+// jsonProblem is what a JSON decoding error adds to "want ...": nothing when the JSON was
+// well formed but of another type (the Go type it names means nothing to a client).
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if err == nil || errors.As(err, &te) {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+// chatPrompt is a chat request's conversation rendered and tokenized.
+type chatPrompt struct {
+	text  string
+	ids   []int
+	stops []int // the template's stop tokens (chat.Template.StopTokens)
+}
+
+// renderChat renders a chat request's conversation as `gotpu generate --chat` does: with the
+// template beside the tokenizer (its directory's tokenizer_config.json, a chat_template.jinja
+// there winning, as transformers loads them; or a chat_template.jinja alone) and
+// add_generation_prompt, tokenized without added special tokens (templates write their bos).
+// Every failure is the request's: another tokenizer, or other messages.
+func (s *Server) renderChat(src genSource, tok tokenizer.Tokenizer, msgs []json.RawMessage) (*chatPrompt, *requestError) {
+	re := &requestError{}
+	label := func(err error) string {
+		msg := err.Error()
+		if s.hub != nil {
+			msg = strings.ReplaceAll(msg, s.hub.c.CacheDir(), hubCacheLabel)
+		}
+		return msg
+	}
+	if tok == nil {
+		re.add("messages", "the %s has no tokenizer, and a chat request needs one with a chat template (tokenizer=)", src.what)
+		return nil, re
+	}
+	dir := src.tokPath
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	var tm *chat.Template
+	var err error
+	cfg := filepath.Join(dir, "tokenizer_config.json")
+	jinja := filepath.Join(dir, "chat_template.jinja")
+	switch {
+	case regularFile(cfg):
+		tm, err = chat.LoadTemplate(cfg, "")
+	case regularFile(jinja):
+		var b []byte
+		if b, err = os.ReadFile(jinja); err == nil { // chat.Parse bounds the size
+			tm, err = chat.Parse(string(b), jinja, nil)
+		}
+		cfg = ""
+	default:
+		re.add("messages", "the %s's tokenizer has no chat template (a tokenizer_config.json with chat_template, or a chat_template.jinja, beside its tokenizer.json)", src.what)
+		return nil, re
+	}
+	if err != nil {
+		re.add("messages", "the %s's chat template: %s", src.what, label(err))
+		return nil, re
+	}
+	r, err := tm.Render(msgs, chat.RenderOptions{AddGenerationPrompt: true})
+	var raised *chat.RaiseError
+	switch {
+	case errors.As(err, &raised):
+		re.add("messages", "the chat template refused the conversation: %s", raised.Message)
+		return nil, re
+	case err != nil:
+		re.add("messages", "%s", label(err))
+		return nil, re
+	}
+	e, err := tok.Encode(r.Text, false)
+	if err != nil {
+		re.add("messages", "tokenizing the rendered conversation: %v", err)
+		return nil, re
+	}
+	cp := &chatPrompt{text: r.Text, ids: make([]int, len(e.IDs))}
+	for i, id := range e.IDs {
+		cp.ids[i] = int(id)
+	}
+	cp.stops = tm.StopTokens(tok)
+	return cp, nil
+}
+
+func regularFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// chatStops is a chat request's stop set: the model's eos ids (generation_config.json's
+// eos_token_id when dir has a readable one, else config.json's) with the template's added.
+func chatStops(dir string, lm models.CausalLM, template []int) []int {
+	base := lm.EOSTokenIDs()
+	if o, err := models.ReadGenerationConfig(models.GenerationConfigPath(dir), 0); err == nil && o.EOSTokenIDs != nil {
+		base = o.EOSTokenIDs
+	}
+	out := slices.Clone(base)
+	for _, id := range template {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -27,7 +27,10 @@ import (
 // request is checked first, fetching only config.json (and tokenizer.json) within HubTimeout;
 // the weights are fetched once a generation slot is held, while the client waits.
 func (s *Server) handleGenerateModel(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := s.generateQuery(w, r)
+	if !ok {
+		return
+	}
 	g, re := parseGenerateParams(q)
 	name := strings.TrimSpace(q.Get("model"))
 	if name == "" {
@@ -41,7 +44,7 @@ func (s *Server) handleGenerateModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
 		return
 	}
-	src, re := s.pretrainedSource(r.Context(), name, q.Get("tokenizer"), revision{value: q.Get("revision"), field: "revision"})
+	src, re := s.pretrainedSource(r.Context(), name, q.Get("tokenizer"), revision{value: q.Get("revision"), field: "revision"}, g.messages != nil)
 	if re == nil && strings.TrimSpace(q.Get("adapter")) != "" {
 		re = s.adapterSource(r.Context(), &src, strings.TrimSpace(q.Get("adapter")), revision{value: q.Get("adapter_revision"), field: "adapter_revision"})
 	}
@@ -57,8 +60,10 @@ func (s *Server) handleGenerateModel(w http.ResponseWriter, r *http.Request) {
 }
 
 // pretrainedSource checks the model (and tokenizer) of a GET /generate request: where it is, that
-// it is a causal LM, and that its weights fit in memory — all before any weight is fetched.
-func (s *Server) pretrainedSource(ctx context.Context, name, tokName string, rev revision) (genSource, *requestError) {
+// it is a causal LM, and that its weights fit in memory — all before any weight is fetched. For
+// a chat request (chat) a Hub tokenizer's tokenizer_config.json and chat_template.jinja are
+// fetched beside its tokenizer.json, where renderChat looks for the template.
+func (s *Server) pretrainedSource(ctx context.Context, name, tokName string, rev revision, chat bool) (genSource, *requestError) {
 	fail := func(field, msg string) (genSource, *requestError) {
 		re := &requestError{}
 		re.add(field, "%s", msg)
@@ -83,6 +88,7 @@ func (s *Server) pretrainedSource(ctx context.Context, name, tokName string, rev
 	if err := checkWeightsFit(s.rt, cfg); err != nil {
 		return fail("model", fmt.Sprintf("%q: %v", name, err))
 	}
+	tokRepo, tokField, tokGiven := ms.repo, "model", name
 	switch tokName = strings.TrimSpace(tokName); {
 	case tokName != "":
 		ts, ferr := resolveName(ctx, s.paths, s.hub, "tokenizer", tokName, rev, "tokenizer.json")
@@ -90,12 +96,20 @@ func (s *Server) pretrainedSource(ctx context.Context, name, tokName string, rev
 			return fail(ferr.field, ferr.msg)
 		}
 		src.tokPath = ts.path
+		tokRepo, tokField, tokGiven = ts.repo, "tokenizer", tokName
 	default:
 		p, err := modelTokenizer(ctx, s.hub, src.dir, ms.repo)
 		if err != nil { // only a Hub model's fetch fails; a local directory is looked at
 			return fail("model", s.hub.describe(err, name, *ms.repo, "tokenizer.json"))
 		}
 		src.tokPath = p
+	}
+	if chat && tokRepo != nil && src.tokPath != "" {
+		for _, f := range []string{"tokenizer_config.json", "chat_template.jinja"} {
+			if _, err := s.hub.fetchOptional(ctx, *tokRepo, f); err != nil {
+				return fail(tokField, s.hub.describe(err, tokGiven, *tokRepo, f))
+			}
+		}
 	}
 	if ms.repo != nil {
 		repo, want, hf := *ms.repo, src.dir, s.hub

@@ -7,8 +7,8 @@
 //	go run ./examples/service -addr :8080 -auth_token_file /etc/gotpu/token -device tpu -data_dir /mnt/jobs -input_roots /mnt/data
 //
 // Endpoints: POST /jobs, GET /jobs, GET /jobs/{id}, GET /jobs/{id}/events, DELETE /jobs/{id},
-// GET /jobs/{id}/generate, GET /generate, GET /metrics, GET /healthz. The request format, the
-// answers and curl lines for each are in README.md. With -hub, requests may name Hugging Face Hub
+// GET (or POST) /jobs/{id}/generate, GET (or POST) /generate, GET /metrics, GET /healthz. The
+// request format, the answers and curl lines for each are in README.md. With -hub, requests may name Hugging Face Hub
 // repo ids where they name a model or tokenizer; the files are fetched into the cache that
 // huggingface_hub shares. The service listens on loopback unless -addr says otherwise; beyond
 // loopback it requires a bearer token (-auth_token_file or GOTPU_SERVICE_TOKEN) on every

@@ -215,6 +215,10 @@ func (s *Server) Handler() http.Handler {
 	route("DELETE /jobs/{id}", s.handleCancel)
 	route("GET /jobs/{id}/generate", s.handleGenerate)
 	route("GET /generate", s.handleGenerateModel)
+	// POST: the same parameters as a JSON body, so that a chat conversation need not be
+	// URL-encoded (generateQuery).
+	route("POST /jobs/{id}/generate", s.handleGenerate)
+	route("POST /generate", s.handleGenerateModel)
 	route("GET /metrics", metricsHandler(s.reg, s.log).ServeHTTP)
 	// The event stream sets a deadline per event itself (sse.go).
 	mux.Handle("GET /jobs/{id}/events", s.requireToken(http.HandlerFunc(s.handleEvents)))

@@ -1,0 +1,81 @@
+package chat
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/gotpu/gotpu/data/tokenizer"
+)
+
+func loadTok(t *testing.T, name string) *tokenizer.Pipeline {
+	t.Helper()
+	p, err := tokenizer.FromFile(filepath.Join("..", "..", "testdata", "tokenizers", name, "tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStopTokens: the eos_token of the config plus the special token a template writes after
+// an assistant's content; nothing for a template that ends turns with text.
+func TestStopTokens(t *testing.T) {
+	qwen := loadTok(t, "qwen3")
+	mistral := loadTok(t, "mistral-7b")
+	load := func(family string) *Template {
+		tm, err := LoadTemplate(filepath.Join(chatDir, "families", family, "tokenizer_config.json"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	for _, c := range []struct {
+		name string
+		tm   *Template
+		tok  StopTokenizer
+		want []int
+	}{
+		// Qwen3: eos_token <|im_end|> (151645) is also what ends a turn.
+		{"qwen3", load("qwen3"), qwen, []int{151645}},
+		// Mistral v0.1: eos_token </s> (2) ends each [INST] answer.
+		{"mistral-7b-v0.1", load("mistral-7b-v0.1"), mistral, []int{2}},
+		// eos <|endoftext|> (151643), while turns end with <|im_end|> (151645): both stop.
+		{"eos and turn end differ", mustParseWith(t, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}",
+			map[string]string{"eos_token": "<|endoftext|>"}), qwen, []int{151643, 151645}},
+		// Turns end with text: no stop token beyond the model's own.
+		{"text turn end", mustParseWith(t, "{% for m in messages %}{{ m.role }}: {{ m.content }}\nEND\n{% endfor %}", nil), qwen, nil},
+	} {
+		if got := c.tm.StopTokens(c.tok); !slices.Equal(got, c.want) {
+			t.Errorf("%s: StopTokens = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func mustParseWith(t *testing.T, src string, specials map[string]string) *Template {
+	t.Helper()
+	tm, err := Parse(src, "test.jinja", specials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// TestCheckMessage: what Render requires of a message, with the field named.
+func TestCheckMessage(t *testing.T) {
+	for _, c := range []struct{ msg, field, problem string }{
+		{`{"role": "user", "content": "x"}`, "", ""},
+		{`5`, "", "not a JSON object: 5"},
+		{`{"content": "x"}`, "", `no "role"`},
+		{`{"role": 3}`, ".role", "not a string: 3"},
+	} {
+		err := CheckMessage([]byte(c.msg))
+		var me *MessageError
+		switch {
+		case c.problem == "" && err != nil:
+			t.Errorf("%s: %v", c.msg, err)
+		case c.problem != "" && (!errors.As(err, &me) || me.Field != c.field || me.Problem != c.problem):
+			t.Errorf("%s: %v, want field %q problem %q", c.msg, err, c.field, c.problem)
+		}
+	}
+}
