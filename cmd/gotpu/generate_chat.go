@@ -216,18 +216,14 @@ func findTemplate(c chatFlags, dir, modelArg string) (*chat.Template, error) {
 	if *c.tmplName != "" && *c.tmplName != "default" {
 		return nil, cli.UsageError("--chat_template_name %q: %s holds one template", *c.tmplName, p)
 	}
-	src, err := readBounded(p, chat.MaxTemplateBytes)
-	if err != nil {
-		return nil, err
-	}
-	specials := map[string]string{}
+	var specials map[string]string
 	if cfg != "" {
-		if specials, err = readSpecialTokens(cfg); err != nil {
+		var err error
+		if specials, err = chat.ReadSpecialTokens(cfg); err != nil {
 			return nil, err
 		}
 	}
-	tm, err := chat.Parse(string(src), p, specials)
-	return tm, err
+	return chat.ParseFile(p, specials)
 }
 
 // chatStops is the stop set of a chat generation: the model's eos ids (generation_config.json's
@@ -323,39 +319,6 @@ func messageRole(m json.RawMessage) string {
 	}
 	_ = json.Unmarshal(m, &v)
 	return v.Role
-}
-
-// readSpecialTokens reads the special tokens of a tokenizer_config.json that templates are
-// rendered with (strings or {"content": ...}; null ones left out), as chat.LoadTemplate does.
-func readSpecialTokens(path string) (map[string]string, error) {
-	b, err := readBounded(path, chat.MaxConfigBytes)
-	if err != nil {
-		return nil, err
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	out := map[string]string{}
-	for _, k := range []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"} {
-		v, ok := raw[k]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err == nil {
-			out[k] = s
-			continue
-		}
-		var t struct {
-			Content *string `json:"content"`
-		}
-		if err := json.Unmarshal(v, &t); err != nil || t.Content == nil {
-			return nil, fmt.Errorf("%s: field %s: neither a string nor an object with a \"content\" string", path, k)
-		}
-		out[k] = *t.Content
-	}
-	return out, nil
 }
 
 // readBounded reads a file of at most limit bytes.

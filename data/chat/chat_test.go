@@ -141,20 +141,8 @@ func TestConformance(t *testing.T) {
 					t.Errorf("%s: rendered\n got %q\nwant %q", what, r.Text, *e.Rendered)
 					continue
 				}
-				if e.GenCP != nil || r.Generation != nil {
-					var cp [][2]int
-					for _, g := range r.Generation {
-						cp = append(cp, [2]int{utf8.RuneCountInString(r.Text[:g[0]]), utf8.RuneCountInString(r.Text[:g[1]])})
-					}
-					for _, g := range e.GenCP {
-						if b := [2]int{cpToByte(r.Text, g[0]), cpToByte(r.Text, g[1])}; !slices.Contains(e.GenUTF8, b) {
-							t.Fatalf("%s: fixture cp span %v is byte span %v, not in %v", what, g, b, e.GenUTF8)
-						}
-					}
-					if len(r.Generation) != len(e.GenUTF8) || (len(r.Generation) > 0 && (!slices.Equal(r.Generation, e.GenUTF8) || !slices.Equal(cp, e.GenCP))) {
-						t.Errorf("%s: generation spans %v (cp %v), want %v (cp %v)", what, r.Generation, cp, e.GenUTF8, e.GenCP)
-						continue
-					}
+				if (e.GenCP != nil || r.Generation != nil) && !sameGeneration(t, what, r, e.GenCP, e.GenUTF8) {
+					continue
 				}
 				if e.IDs != nil {
 					if tok == nil {
@@ -437,4 +425,25 @@ func TestBoundedAllocation(t *testing.T) {
 			t.Errorf("%s: stopped after %v", c.src, d)
 		}
 	}
+}
+
+// sameGeneration compares r's generation spans (byte offsets) with a record's spans in code
+// points and in UTF-8 bytes, reporting a difference; a record whose two forms disagree is a
+// broken fixture.
+func sameGeneration(t *testing.T, what string, r Rendered, wantCP, wantUTF8 [][2]int) bool {
+	t.Helper()
+	var cp [][2]int
+	for _, g := range r.Generation {
+		cp = append(cp, [2]int{utf8.RuneCountInString(r.Text[:g[0]]), utf8.RuneCountInString(r.Text[:g[1]])})
+	}
+	for _, g := range wantCP {
+		if b := [2]int{cpToByte(r.Text, g[0]), cpToByte(r.Text, g[1])}; !slices.Contains(wantUTF8, b) {
+			t.Fatalf("%s: fixture cp span %v is byte span %v, not in %v", what, g, b, wantUTF8)
+		}
+	}
+	if len(r.Generation) != len(wantUTF8) || (len(r.Generation) > 0 && (!slices.Equal(r.Generation, wantUTF8) || !slices.Equal(cp, wantCP))) {
+		t.Errorf("%s: generation spans %v (cp %v), want %v (cp %v)", what, r.Generation, cp, wantUTF8, wantCP)
+		return false
+	}
+	return true
 }

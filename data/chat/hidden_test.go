@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/gotpu/gotpu/internal/jinja"
 )
@@ -119,17 +117,7 @@ func TestHidden(t *testing.T) {
 			continue
 		}
 		if tm.HasGeneration() || e.GenCP != nil {
-			var cp [][2]int
-			for _, g := range r.Generation {
-				cp = append(cp, [2]int{utf8.RuneCountInString(r.Text[:g[0]]), utf8.RuneCountInString(r.Text[:g[1]])})
-			}
-			for _, g := range e.GenCP {
-				if b := [2]int{cpToByte(r.Text, g[0]), cpToByte(r.Text, g[1])}; !slices.Contains(e.GenUTF8, b) {
-					t.Fatalf("%s: fixture cp span %v is byte span %v, not in %v", what, g, b, e.GenUTF8)
-				}
-			}
-			if len(r.Generation) != len(e.GenUTF8) || (len(r.Generation) > 0 && (!slices.Equal(r.Generation, e.GenUTF8) || !slices.Equal(cp, e.GenCP))) {
-				t.Errorf("%s: generation spans %v (cp %v), want %v (cp %v)", what, r.Generation, cp, e.GenUTF8, e.GenCP)
+			if !sameGeneration(t, what, r, e.GenCP, e.GenUTF8) {
 				continue
 			}
 			gens++

@@ -1,9 +1,12 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gotpu/gotpu/data/tokenizer"
@@ -77,5 +80,34 @@ func TestCheckMessage(t *testing.T) {
 		case c.problem != "" && (!errors.As(err, &me) || me.Field != c.field || me.Problem != c.problem):
 			t.Errorf("%s: %v, want field %q problem %q", c.msg, err, c.field, c.problem)
 		}
+	}
+}
+
+// TestParseFileAndSpecialTokens: a bare template file rendered with a config's special tokens
+// (what generate --chat and SFT's chat_template_path do); an oversized file is refused, naming it.
+func TestParseFileAndSpecialTokens(t *testing.T) {
+	sp, err := ReadSpecialTokens(filepath.Join(chatDir, "families", "qwen3", "tokenizer_config.json"))
+	if err != nil || sp["eos_token"] != "<|im_end|>" {
+		t.Fatalf("special tokens %v, %v", sp, err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.jinja")
+	if err := os.WriteFile(path, []byte("{{ messages[0].content }}{{ eos_token }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tm, err := ParseFile(path, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tm.Render([]json.RawMessage{TextMessage("user", "hi")}, RenderOptions{})
+	if err != nil || r.Text != "hi<|im_end|>" {
+		t.Fatalf("render %q, %v", r.Text, err)
+	}
+	big := filepath.Join(dir, "big.jinja")
+	if err := os.WriteFile(big, make([]byte, MaxTemplateBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseFile(big, nil); err == nil || !strings.Contains(err.Error(), big) {
+		t.Fatalf("oversized template: %v", err)
 	}
 }

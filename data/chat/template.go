@@ -86,19 +86,9 @@ func LoadTemplate(tokenizerConfigPath string, name string) (*Template, error) {
 	if err := json.Unmarshal(cfg, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", tokenizerConfigPath, err)
 	}
-	specials := map[string]string{}
-	for _, k := range specialTokenKeys {
-		v, ok := raw[k]
-		if !ok {
-			continue
-		}
-		s, set, err := tokenContent(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: field %s: %w", tokenizerConfigPath, k, err)
-		}
-		if set {
-			specials[k] = s
-		}
+	specials, err := specialTokens(tokenizerConfigPath, raw)
+	if err != nil {
+		return nil, err
 	}
 	var additional []string
 	if v, ok := raw["additional_special_tokens"]; ok && string(v) != "null" {
@@ -136,6 +126,53 @@ func LoadTemplate(tokenizerConfigPath string, name string) (*Template, error) {
 	}
 	t.additional = additional
 	return t, nil
+}
+
+// ReadSpecialTokens reads the special tokens a template is rendered with from a
+// tokenizer_config.json (at most MaxConfigBytes): bos_token, eos_token, unk_token, sep_token,
+// pad_token, cls_token and mask_token, as strings or {"content": ...} objects; unset and null
+// ones are left out. LoadTemplate reads the same; this serves a bare template file rendered with
+// a tokenizer's tokens (ParseFile).
+func ReadSpecialTokens(tokenizerConfigPath string) (map[string]string, error) {
+	cfg, err := readLimited(tokenizerConfigPath, MaxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(cfg, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", tokenizerConfigPath, err)
+	}
+	return specialTokens(tokenizerConfigPath, raw)
+}
+
+// specialTokens picks the single special tokens out of a parsed tokenizer_config.json.
+func specialTokens(path string, raw map[string]json.RawMessage) (map[string]string, error) {
+	specials := map[string]string{}
+	for _, k := range specialTokenKeys {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		s, set, err := tokenContent(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: field %s: %w", path, k, err)
+		}
+		if set {
+			specials[k] = s
+		}
+	}
+	return specials, nil
+}
+
+// ParseFile reads a template file (chat_template.jinja, a .jinja or .j2 file) of at most
+// MaxTemplateBytes and parses it with specials (ReadSpecialTokens; nil: none), naming the file
+// in errors.
+func ParseFile(path string, specials map[string]string) (*Template, error) {
+	b, err := readLimited(path, MaxTemplateBytes)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(string(b), path, specials)
 }
 
 // configTemplate picks the template from tokenizer_config.json's chat_template field.

@@ -1,9 +1,7 @@
 package sft
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,42 +26,11 @@ func (c TokenizerConfig) PadToken() string { return c.Specials["pad_token"] }
 // ReadTokenizerConfig reads the special tokens of a tokenizer_config.json (at most
 // chat.MaxConfigBytes).
 func ReadTokenizerConfig(path string) (TokenizerConfig, error) {
-	f, err := os.Open(path)
+	sp, err := chat.ReadSpecialTokens(path)
 	if err != nil {
 		return TokenizerConfig{}, err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, chat.MaxConfigBytes+1))
-	if err != nil {
-		return TokenizerConfig{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(b) > chat.MaxConfigBytes {
-		return TokenizerConfig{}, fmt.Errorf("%s: more than %d bytes", path, chat.MaxConfigBytes)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return TokenizerConfig{}, fmt.Errorf("%s: %w", path, err)
-	}
-	c := TokenizerConfig{Path: path, Specials: map[string]string{}}
-	for _, k := range []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"} {
-		v, ok := raw[k]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err == nil {
-			c.Specials[k] = s
-			continue
-		}
-		var tok struct {
-			Content *string `json:"content"`
-		}
-		if err := json.Unmarshal(v, &tok); err != nil || tok.Content == nil {
-			return TokenizerConfig{}, fmt.Errorf("%s: field %s: neither a string nor an object with a \"content\" string", path, k)
-		}
-		c.Specials[k] = *tok.Content
-	}
-	return c, nil
+	return TokenizerConfig{Path: path, Specials: sp}, nil
 }
 
 // IsJinja reports whether a chat_template_path names a template file (TRL: a file ending in
@@ -81,16 +48,7 @@ func IsJinja(path string) bool {
 // tokens are taken, as TRL's clone_chat_template does.
 func LoadChatTemplate(path string, specials map[string]string) (*chat.Template, error) {
 	if IsJinja(path) {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, chat.MaxTemplateBytes+1))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return chat.Parse(string(b), path, specials)
+		return chat.ParseFile(path, specials)
 	}
 	if st, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)

@@ -543,10 +543,7 @@ func (s *Server) renderChat(src genSource, tok tokenizer.Tokenizer, msgs []json.
 	case regularFile(cfg):
 		tm, err = chat.LoadTemplate(cfg, "")
 	case regularFile(jinja):
-		var b []byte
-		if b, err = os.ReadFile(jinja); err == nil { // chat.Parse bounds the size
-			tm, err = chat.Parse(string(b), jinja, nil)
-		}
+		tm, err = chat.ParseFile(jinja, nil) // read within chat.MaxTemplateBytes
 		cfg = ""
 	default:
 		re.add("messages", "the %s's tokenizer has no chat template (a tokenizer_config.json with chat_template, or a chat_template.jinja, beside its tokenizer.json)", src.what)

@@ -379,31 +379,35 @@ func (n *setNode) exec(r *renderer) error {
 }
 
 func (n *setBlockNode) exec(r *renderer) error {
-	s, err := r.capture(n.body)
+	v, err := r.filteredBody(n.body, n.filters)
 	if err != nil {
 		return err
-	}
-	v := String(s)
-	for _, f := range n.filters {
-		if v, err = r.applyFilter(f, v); err != nil {
-			return err
-		}
 	}
 	return r.assign(n.tgt, v, n.line)
 }
 
 func (n *filterBlockNode) exec(r *renderer) error {
-	s, err := r.capture(n.body)
+	v, err := r.filteredBody(n.body, n.filters)
 	if err != nil {
 		return err
 	}
+	return r.writeValue(v)
+}
+
+// filteredBody renders body into a string and passes it through filters in order: the value of
+// a {% set x | f %} block and the output of a {% filter f %} block.
+func (r *renderer) filteredBody(body []stmt, filters []*filterExpr) (Value, error) {
+	s, err := r.capture(body)
+	if err != nil {
+		return Value{}, err
+	}
 	v := String(s)
-	for _, f := range n.filters {
+	for _, f := range filters {
 		if v, err = r.applyFilter(f, v); err != nil {
-			return err
+			return Value{}, err
 		}
 	}
-	return r.writeValue(v)
+	return v, nil
 }
 
 // writeValue outputs str(v).

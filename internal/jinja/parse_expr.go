@@ -94,50 +94,64 @@ func (p *parser) parseCondExpr() (expr, error) {
 	return e1, nil
 }
 
-func (p *parser) parseOr() (expr, error) {
+// leftAssoc parses operand (op operand)*, left-associative: match reports and consumes the next
+// operator, join builds the node. Every operator of a chain counts as one level of nesting, so
+// that `1+1+1+…` is bounded by the parser's depth limit as `((((…` is.
+func (p *parser) leftAssoc(operand func() (expr, error), match func() (string, bool), join func(line int, op string, l, r expr) expr) (expr, error) {
 	line := p.cur().line
-	l, err := p.parseAnd()
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
 	n := 0
 	defer func() { p.depth -= n }()
-	for p.skipName("or") {
+	for {
+		op, ok := match()
+		if !ok {
+			return l, nil
+		}
 		if err := p.enter(); err != nil {
 			return nil, err
 		}
 		n++
-		r, err := p.parseAnd()
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		l = &logicExpr{pos{line}, false, l, r}
+		l = join(line, op, l, r)
 		line = p.cur().line
 	}
-	return l, nil
+}
+
+// matchName consumes the keyword operator name ("or", "and").
+func (p *parser) matchName(name string) func() (string, bool) {
+	return func() (string, bool) { return name, p.skipName(name) }
+}
+
+// matchOp consumes one of the operator tokens ops.
+func (p *parser) matchOp(ops ...string) func() (string, bool) {
+	return func() (string, bool) {
+		for _, o := range ops {
+			if p.isOp(o) {
+				return p.next().val, true
+			}
+		}
+		return "", false
+	}
+}
+
+func logic(and bool) func(int, string, expr, expr) expr {
+	return func(line int, _ string, l, r expr) expr { return &logicExpr{pos{line}, and, l, r} }
+}
+
+func binary(line int, op string, l, r expr) expr { return &binExpr{pos{line}, op, l, r} }
+
+func (p *parser) parseOr() (expr, error) {
+	return p.leftAssoc(p.parseAnd, p.matchName("or"), logic(false))
 }
 
 func (p *parser) parseAnd() (expr, error) {
-	line := p.cur().line
-	l, err := p.parseNot()
-	if err != nil {
-		return nil, err
-	}
-	n := 0
-	defer func() { p.depth -= n }()
-	for p.skipName("and") {
-		if err := p.enter(); err != nil {
-			return nil, err
-		}
-		n++
-		r, err := p.parseNot()
-		if err != nil {
-			return nil, err
-		}
-		l = &logicExpr{pos{line}, true, l, r}
-		line = p.cur().line
-	}
-	return l, nil
+	return p.leftAssoc(p.parseNot, p.matchName("and"), logic(true))
 }
 
 func (p *parser) parseNot() (expr, error) {
@@ -196,27 +210,7 @@ func (p *parser) parseCompare() (expr, error) {
 }
 
 func (p *parser) parseMath1() (expr, error) {
-	line := p.cur().line
-	l, err := p.parseConcat()
-	if err != nil {
-		return nil, err
-	}
-	n := 0
-	defer func() { p.depth -= n }()
-	for p.isOp("+") || p.isOp("-") {
-		if err := p.enter(); err != nil {
-			return nil, err
-		}
-		n++
-		op := p.next().val
-		r, err := p.parseConcat()
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{pos{line}, op, l, r}
-		line = p.cur().line
-	}
-	return l, nil
+	return p.leftAssoc(p.parseConcat, p.matchOp("+", "-"), binary)
 }
 
 func (p *parser) parseConcat() (expr, error) {
@@ -240,50 +234,11 @@ func (p *parser) parseConcat() (expr, error) {
 }
 
 func (p *parser) parseMath2() (expr, error) {
-	line := p.cur().line
-	l, err := p.parsePow()
-	if err != nil {
-		return nil, err
-	}
-	n := 0
-	defer func() { p.depth -= n }()
-	for p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
-		if err := p.enter(); err != nil {
-			return nil, err
-		}
-		n++
-		op := p.next().val
-		r, err := p.parsePow()
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{pos{line}, op, l, r}
-		line = p.cur().line
-	}
-	return l, nil
+	return p.leftAssoc(p.parsePow, p.matchOp("*", "/", "//", "%"), binary)
 }
 
 func (p *parser) parsePow() (expr, error) {
-	line := p.cur().line
-	l, err := p.parseUnary(true)
-	if err != nil {
-		return nil, err
-	}
-	n := 0
-	defer func() { p.depth -= n }()
-	for p.skipOp("**") {
-		if err := p.enter(); err != nil {
-			return nil, err
-		}
-		n++
-		r, err := p.parseUnary(true)
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{pos{line}, "**", l, r}
-		line = p.cur().line
-	}
-	return l, nil
+	return p.leftAssoc(func() (expr, error) { return p.parseUnary(true) }, p.matchOp("**"), binary)
 }
 
 func (p *parser) parseUnary(withFilter bool) (expr, error) {

@@ -127,20 +127,7 @@ func TestPackedConversationsEqualAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	logits.Release()
-	var wantSum, wantTerms float64
-	for _, ex := range alone {
-		b, err := data.CausalLMCollator{BlockSize: len(ex.InputIDs)}.Collate([]data.Example{ex})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s1, t1, l1, err := s.Evaluate(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l1.Release()
-		wantSum += s1
-		wantTerms += t1
-	}
+	wantSum, wantTerms := evalAlone(t, s, alone)
 	got, want := sum/terms, wantSum/wantTerms
 	t.Logf("%d conversations (%d tokens, %v trained targets) packed into %d rows of %d: packed loss %.7f, token-weighted mean alone %.7f, |d| %.2g",
 		len(alone), st.Tokens, terms, st.Rows, cfg.MaxLength, got, want, math.Abs(got-want))

@@ -128,16 +128,7 @@ func TestPackedTrainingOneProgram(t *testing.T) {
 			for k < len(row.InputIDs) && row.PositionIDs[k] != 0 {
 				k++
 			}
-			ex := data.Example{InputIDs: row.InputIDs[j:k], Labels: row.Labels[j:k]}
-			b, err := data.CausalLMCollator{BlockSize: k - j}.Collate([]data.Example{ex})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s1, t1, l1, err := s.Evaluate(ctx, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l1.Release()
+			s1, t1 := evalAlone(t, s, []data.Example{{InputIDs: row.InputIDs[j:k], Labels: row.Labels[j:k]}})
 			wantSum += s1
 			wantTerms += t1
 			j = k
@@ -224,4 +215,24 @@ func TestPackedBatchRefusedByClassifier(t *testing.T) {
 	if err != nil || !strings.Contains(hlo, "tensor<2x8xi32>") {
 		t.Fatalf("packed gradient program's StableHLO: err %v", err)
 	}
+}
+
+// evalAlone evaluates each example alone (a batch of one, no padding) and returns the sums of
+// their loss sums and loss terms.
+func evalAlone(t *testing.T, s *Stepper, exs []data.Example) (sum, terms float64) {
+	t.Helper()
+	for _, ex := range exs {
+		b, err := data.CausalLMCollator{BlockSize: len(ex.InputIDs)}.Collate([]data.Example{ex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s1, t1, l1, err := s.Evaluate(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l1.Release()
+		sum += s1
+		terms += t1
+	}
+	return sum, terms
 }
