@@ -1,10 +1,8 @@
 package main
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,22 +30,7 @@ const (
 func makeChatModelDir(t *testing.T) (string, *tokenizer.Pipeline) {
 	t.Helper()
 	dir := t.TempDir()
-	f, err := os.Open(filepath.Join("..", "..", "testdata", "tokenizers", "qwen3", "tokenizer.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeTestTokenizer(t, "qwen3", dir)
 	copyTestFile(t, filepath.Join("..", "..", "testdata", "chat", "families", "qwen3", "tokenizer_config.json"), filepath.Join(dir, "tokenizer_config.json"))
 	tok, err := tokenizer.FromFile(dir)
 	if err != nil {

@@ -32,7 +32,14 @@ func makeTinyGPT2Dir(t *testing.T, dir string) {
 	if err := m.Save(dir, models.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join("..", "..", "testdata", "tokenizers", "gpt2", "tokenizer.json.gz"))
+	writeTestTokenizer(t, "gpt2", dir)
+}
+
+// writeTestTokenizer writes testdata/tokenizers/NAME/tokenizer.json.gz, uncompressed, as
+// dir/tokenizer.json: a model directory as the Hub has it.
+func writeTestTokenizer(t *testing.T, name, dir string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "tokenizers", name, "tokenizer.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

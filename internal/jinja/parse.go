@@ -477,27 +477,25 @@ func (p *parser) parseSignature() ([]param, error) {
 		return nil, err
 	}
 	var ps []param
-	for !p.isOp(")") {
-		if len(ps) > 0 {
-			if err := p.expectOp(","); err != nil {
-				return nil, err
-			}
-		}
+	err := p.commaSeparated(")", false, func() error {
 		t, err := p.expectType(tName, "name")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pr := param{name: t.val}
 		if p.skipOp("=") {
 			if pr.def, err = p.parseExpression(true); err != nil {
-				return nil, err
+				return err
 			}
 		} else if len(ps) > 0 && ps[len(ps)-1].def != nil {
-			return nil, p.fail(t.line, "non-default argument follows default argument")
+			return p.fail(t.line, "non-default argument follows default argument")
 		}
 		ps = append(ps, pr)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	p.next()
 	return ps, nil
 }
 

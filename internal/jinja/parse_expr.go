@@ -309,54 +309,61 @@ func (p *parser) parsePrimary() (expr, error) {
 		case "[":
 			p.next()
 			l := &listExpr{pos: pos{t.line}}
-			for !p.isOp("]") {
-				if len(l.items) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.isOp("]") {
-						break
-					}
-				}
+			err := p.commaSeparated("]", true, func() error {
 				e, err := p.parseExpression(true)
-				if err != nil {
-					return nil, err
-				}
 				l.items = append(l.items, e)
+				return err
+			})
+			if err != nil {
+				return nil, err
 			}
-			p.next()
 			return l, nil
 		case "{":
 			p.next()
 			d := &dictExpr{pos: pos{t.line}}
-			for !p.isOp("}") {
-				if len(d.keys) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.isOp("}") {
-						break
-					}
-				}
+			err := p.commaSeparated("}", true, func() error {
 				k, err := p.parseExpression(true)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if err := p.expectOp(":"); err != nil {
-					return nil, err
+					return err
 				}
 				v, err := p.parseExpression(true)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				d.keys = append(d.keys, k)
 				d.vals = append(d.vals, v)
+				return nil
+			})
+			if err != nil {
+				return nil, err
 			}
-			p.next()
 			return d, nil
 		}
 	}
 	return nil, p.fail(t.line, "unexpected %s", repr(String(t.describe())))
+}
+
+// commaSeparated parses item, item, ... up to the operator end and consumes end; trailing
+// allows a comma before end (list, dict and call syntax), as Jinja2's parser does.
+func (p *parser) commaSeparated(end string, trailing bool, item func() error) error {
+	for n := 0; !p.isOp(end); n++ {
+		if n > 0 {
+			if err := p.expectOp(","); err != nil {
+				return err
+			}
+			if trailing && p.isOp(end) {
+				break
+			}
+		}
+		if err := item(); err != nil {
+			return err
+		}
+	}
+	p.next()
+	return nil
 }
 
 func (p *parser) parsePostfix(e expr) (expr, error) {
@@ -387,19 +394,14 @@ func (p *parser) parsePostfix(e expr) (expr, error) {
 		case "[":
 			p.next()
 			var args []expr
-			for !p.isOp("]") {
-				if len(args) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-				}
+			err := p.commaSeparated("]", false, func() error {
 				a, err := p.parseSubscribed()
-				if err != nil {
-					return nil, err
-				}
 				args = append(args, a)
+				return err
+			})
+			if err != nil {
+				return nil, err
 			}
-			p.next()
 			var key expr
 			switch len(args) {
 			case 0:
@@ -456,38 +458,27 @@ func (p *parser) parseCallArgs() ([]expr, []kwExpr, error) {
 	}
 	var args []expr
 	var kwargs []kwExpr
-	for !p.isOp(")") {
-		if len(args)+len(kwargs) > 0 {
-			if err := p.expectOp(","); err != nil {
-				return nil, nil, err
-			}
-			if p.isOp(")") {
-				break
-			}
-		}
+	err := p.commaSeparated(")", true, func() error {
 		if p.isOp("*") || p.isOp("**") {
-			return nil, nil, p.failOwn(p.cur().line, "*args and **kwargs in calls are not supported by this engine")
+			return p.failOwn(p.cur().line, "*args and **kwargs in calls are not supported by this engine")
 		}
 		if t := p.cur(); t.typ == tName && p.look().typ == tOp && p.look().val == "=" {
 			p.next()
 			p.next()
 			v, err := p.parseExpression(true)
-			if err != nil {
-				return nil, nil, err
-			}
 			kwargs = append(kwargs, kwExpr{t.val, v})
-			continue
+			return err
 		}
 		if len(kwargs) > 0 {
-			return nil, nil, p.fail(line, "invalid syntax for function call expression")
+			return p.fail(line, "invalid syntax for function call expression")
 		}
 		v, err := p.parseExpression(true)
-		if err != nil {
-			return nil, nil, err
-		}
 		args = append(args, v)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	p.next()
 	return args, kwargs, nil
 }
 
