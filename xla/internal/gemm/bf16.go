@@ -17,3 +17,17 @@ func Float32ToBF16(f float32) uint16 {
 	b += 0x7fff + (b>>16)&1
 	return uint16(b >> 16)
 }
+
+// storeBF16Go is storeBF16 in Go, the reference of the vector versions.
+func storeBF16Go(dst []uint16, src []float32, accumulate bool) {
+	dst = dst[:len(src)]
+	if accumulate {
+		for x, v := range src {
+			dst[x] = Float32ToBF16(BF16ToFloat32(dst[x]) + v)
+		}
+		return
+	}
+	for x, v := range src {
+		dst[x] = Float32ToBF16(v)
+	}
+}

@@ -20,8 +20,9 @@ func (o operand) at(off int) operand {
 	return operand{f32: o.f32[off:]}
 }
 
-// pack packs an nx×kb block at (x0, p0) of o (see pack.go for sx, sp).
-func (o operand) pack(dst []float32, x0, p0, nx, kb, w, sx, sp int) {
+// packOperand packs an nx×kb block at (x0, p0) of o into float32 panels
+// (see pack.go for sx, sp), widening bfloat16 storage.
+func packOperand(dst []float32, o operand, x0, p0, nx, kb, w, sx, sp int) {
 	if o.bf16 != nil {
 		packBF16(dst, o.bf16, x0, p0, nx, kb, w, sx, sp)
 		return
@@ -53,7 +54,8 @@ type job struct {
 
 // worker holds one goroutine's reusable buffers and result.
 type worker struct {
-	packA, packB []float32
+	packA, packB []float32 // float32 panels
+	pairA, pairB []uint32  // bfloat16 panels paired along k
 	tile         []float32 // mr×nr tile for edge tiles
 	scratch      []float32 // float32 accumulator for bfloat16 outputs
 	err          error
@@ -78,8 +80,9 @@ func (p *Pool) run(ctx context.Context, op Op, batch Batch, in inputs) error {
 	j := job{ctx: ctx, op: op, batch: batch, in: in, active: 1}
 	work := op.M * op.N * max(op.K, 1)
 	if p.threads > 1 && work*batch.Count >= parallelMin {
-		mt := ceilDiv(op.M, p.spec.mr)
-		nt := ceilDiv(op.N, p.spec.nr)
+		mr, nr := p.spec.tile(in.a.bf16 != nil)
+		mt := ceilDiv(op.M, mr)
+		nt := ceilDiv(op.N, nr)
 		switch {
 		case batch.Count >= p.threads:
 			j.byBatch, j.active = true, p.threads
@@ -127,16 +130,17 @@ func (p *Pool) runWorker(w int) (err error) {
 		}
 	}()
 	j := &p.job
-	op, spec := j.op, p.spec
+	op, spec := j.op, &p.spec
+	mr, nr := spec.tile(j.in.a.bf16 != nil)
 	first, last := 0, j.batch.Count
 	m0, m1, n0, n1 := 0, op.M, 0, op.N
 	switch {
 	case j.byBatch:
 		first, last = w*j.batch.Count/j.active, (w+1)*j.batch.Count/j.active
 	case j.active > 1 && j.splitM:
-		m0, m1 = share(op.M, spec.mr, w, j.active)
+		m0, m1 = share(op.M, mr, w, j.active)
 	case j.active > 1:
-		n0, n1 = share(op.N, spec.nr, w, j.active)
+		n0, n1 = share(op.N, nr, w, j.active)
 	}
 	wk := &p.workers[w]
 	for i := first; i < last; i++ {
@@ -168,9 +172,9 @@ func share(n, t, w, parts int) (int, int) {
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // grow returns buf with length n, reallocating only when it is too small.
-func grow(buf []float32, n int) []float32 {
+func grow[T any](buf []T, n int) []T {
 	if cap(buf) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return buf[:n]
 }
@@ -179,8 +183,17 @@ func grow(buf []float32, n int) []float32 {
 // element (0, 0) is C(m0, n0) and whose rows are ldc apart, adding to c when
 // accumulate is set. It is serial; the caller gives each worker a disjoint
 // rectangle.
-func (wk *worker) gemm(ctx context.Context, spec kernelSpec, op *Op, a, b operand, c []float32, ldc int, accumulate bool, m0, m1, n0, n1 int) error {
-	mr, nr := spec.mr, spec.nr
+func (wk *worker) gemm(ctx context.Context, spec *kernelSpec, op *Op, a, b operand, c []float32, ldc int, accumulate bool, m0, m1, n0, n1 int) error {
+	if a.bf16 != nil && spec.bf16.fn != nil {
+		return gemmPanels(ctx, &spec.bf16, &wk.pairA, &wk.pairB, &wk.tile, op, a, b, c, ldc, accumulate, m0, m1, n0, n1)
+	}
+	return gemmPanels(ctx, &spec.f32, &wk.packA, &wk.packB, &wk.tile, op, a, b, c, ldc, accumulate, m0, m1, n0, n1)
+}
+
+// gemmPanels is gemm on engine e, with the worker's panel buffers for e's
+// element type.
+func gemmPanels[T float32 | uint32](ctx context.Context, e *engine[T], bufA, bufB *[]T, bufTile *[]float32, op *Op, a, b operand, c []float32, ldc int, accumulate bool, m0, m1, n0, n1 int) error {
+	mr, nr := e.mr, e.nr
 	if op.K == 0 {
 		if !accumulate {
 			for i := 0; i < m1-m0; i++ {
@@ -200,43 +213,45 @@ func (wk *worker) gemm(ctx context.Context, spec kernelSpec, op *Op, a, b operan
 	}
 	// Split the rows into the fewest mc-sized blocks, evenly: B is re-packed
 	// per block, so 1024 rows with mc = 1020 must not become 1020 + 4.
-	mc := ceilDiv(ceilDiv(m1-m0, ceilDiv(m1-m0, spec.mc)), mr) * mr
+	mc := ceilDiv(ceilDiv(m1-m0, ceilDiv(m1-m0, e.mc)), mr) * mr
 	mcMax := mc
-	ncMax := min(spec.nc, ceilDiv(n1-n0, nr)*nr)
-	kcMax := min(spec.kc, op.K)
-	wk.packA = grow(wk.packA, mcMax*kcMax)
-	wk.packB = grow(wk.packB, ncMax*kcMax)
-	wk.tile = grow(wk.tile, mr*nr)
+	ncMax := min(e.nc, ceilDiv(n1-n0, nr)*nr)
+	stepsMax := ceilDiv(min(e.kc, op.K), e.kPer)
+	*bufA = grow(*bufA, mcMax*stepsMax)
+	*bufB = grow(*bufB, ncMax*stepsMax)
+	*bufTile = grow(*bufTile, mr*nr)
+	packA, packB, tile := *bufA, *bufB, *bufTile
 
 	for ic := m0; ic < m1; ic += mc {
 		mb := min(mc, m1-ic)
-		for pc := 0; pc < op.K; pc += spec.kc {
+		for pc := 0; pc < op.K; pc += e.kc {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			kb := min(spec.kc, op.K-pc)
+			kb := min(e.kc, op.K-pc)
+			steps := ceilDiv(kb, e.kPer)
 			beta := accumulate || pc > 0
-			a.pack(wk.packA, ic, pc, mb, kb, mr, asx, asp)
-			for jc := n0; jc < n1; jc += spec.nc {
-				nb := min(spec.nc, n1-jc)
-				b.pack(wk.packB, jc, pc, nb, kb, nr, bsx, bsp)
+			e.pack(packA, a, ic, pc, mb, kb, mr, asx, asp)
+			for jc := n0; jc < n1; jc += e.nc {
+				nb := min(e.nc, n1-jc)
+				e.pack(packB, b, jc, pc, nb, kb, nr, bsx, bsp)
 				for ir := 0; ir < mb; ir += mr {
-					ap := wk.packA[ir*kb : (ir+mr)*kb]
+					ap := packA[ir*steps : (ir+mr)*steps]
 					rows := min(mr, mb-ir)
 					for jr := 0; jr < nb; jr += nr {
-						bp := wk.packB[jr*kb : (jr+nr)*kb]
+						bp := packB[jr*steps : (jr+nr)*steps]
 						cols := min(nr, nb-jr)
 						off := (ic-m0+ir)*ldc + jc - n0 + jr
 						if rows == mr && cols == nr {
-							spec.fn(kb, ap, bp, c[off:], ldc, beta)
+							e.fn(steps, ap, bp, c[off:], ldc, beta)
 							continue
 						}
 						// Edge tile: compute the full padded tile aside and
 						// keep only the rows and columns that exist.
-						spec.fn(kb, ap, bp, wk.tile, nr, false)
+						e.fn(steps, ap, bp, tile, nr, false)
 						for r := 0; r < rows; r++ {
 							dst := c[off+r*ldc : off+r*ldc+cols]
-							src := wk.tile[r*nr : r*nr+cols]
+							src := tile[r*nr : r*nr+cols]
 							if beta {
 								for x, v := range src {
 									dst[x] += v
@@ -260,9 +275,10 @@ const scratchMax = 1 << 20
 // gemmBF16Out computes the rectangle into a float32 scratch, a chunk of rows at
 // a time, then rounds each result to bfloat16 once (adding the old C first when
 // accumulating), so the rounding error does not grow with the number of k blocks.
-func (wk *worker) gemmBF16Out(ctx context.Context, spec kernelSpec, op *Op, a, b operand, c []uint16, m0, m1, n0, n1 int) error {
+func (wk *worker) gemmBF16Out(ctx context.Context, spec *kernelSpec, op *Op, a, b operand, c []uint16, m0, m1, n0, n1 int) error {
 	nw := n1 - n0
-	chunk := max(spec.mr, scratchMax/nw/spec.mr*spec.mr)
+	mr, _ := spec.tile(true)
+	chunk := max(mr, scratchMax/nw/mr*mr)
 	for r0 := m0; r0 < m1; r0 += chunk {
 		r1 := min(r0+chunk, m1)
 		wk.scratch = grow(wk.scratch, (r1-r0)*nw)
@@ -270,17 +286,8 @@ func (wk *worker) gemmBF16Out(ctx context.Context, spec kernelSpec, op *Op, a, b
 			return err
 		}
 		for i := 0; i < r1-r0; i++ {
-			src := wk.scratch[i*nw : (i+1)*nw]
-			dst := c[(r0-m0+i)*op.LDC : (r0-m0+i)*op.LDC+nw]
-			if op.Accumulate {
-				for x, v := range src {
-					dst[x] = Float32ToBF16(BF16ToFloat32(dst[x]) + v)
-				}
-			} else {
-				for x, v := range src {
-					dst[x] = Float32ToBF16(v)
-				}
-			}
+			row := (r0 - m0 + i) * op.LDC
+			storeBF16(c[row:row+nw], wk.scratch[i*nw:(i+1)*nw], op.Accumulate)
 		}
 	}
 	return nil

@@ -36,3 +36,48 @@ func FuzzShapes(f *testing.F) {
 		tc.check(t, tc.c, 0)
 	})
 }
+
+// FuzzBFloat16 is FuzzShapes for the bfloat16 entry points: every kernel this
+// CPU runs (so both the AVX512-BF16 kernel and the widening path where
+// available), random shapes with odd and even K (folded into [0, 600) so K
+// crosses the BF16 kernel's 512-value kc block), layouts, strides, batch
+// broadcasting, tiny blockings and float32 or bfloat16 C.
+func FuzzBFloat16(f *testing.F) {
+	f.Add(uint16(1), uint16(1), uint16(1), uint8(0), uint8(0), uint64(1), false)
+	f.Add(uint16(13), uint16(33), uint16(513), uint8(3), uint8(5), uint64(2), true)
+	f.Add(uint16(31), uint16(2), uint16(64), uint8(0x0c), uint8(0x33), uint64(3), false)
+	f.Add(uint16(2), uint16(79), uint16(33), uint8(0x87), uint8(0xe1), uint64(4), true)
+	ctx := context.Background()
+	av := Available()
+	f.Fuzz(func(t *testing.T, m, n, k uint16, flags, pads uint8, seed uint64, bf16Out bool) {
+		op := Op{M: int(m % 80), N: int(n % 80), K: int(k % 600),
+			TransA: flags&1 != 0, TransB: flags&2 != 0, Accumulate: flags&4 != 0}
+		kern := av[int(flags>>3)%len(av)]
+		threads := 1 + int(flags>>5)%3
+		tiny := flags&0x80 != 0
+		p := newTestPool(t, kern, threads, tiny)
+		rng := rand.New(rand.NewPCG(seed, uint64(flags)))
+		batch := Batch{Count: 1 + int(pads>>6), StrideA: -1, StrideB: -1}
+		if pads&0x20 != 0 {
+			batch.StrideB = 0 // broadcast B over the batch
+		}
+		tc := newCase(rng, op, batch, int(pads&3), int(pads>>2&3), int(pads>>4&1), true)
+		a16, b16 := toBF16(tc.a), toBF16(tc.b)
+		if !bf16Out {
+			if err := p.BFloat16Batched(ctx, tc.op, tc.batch, a16, b16, tc.c); err != nil {
+				t.Fatalf("%+v %+v kernel %v: %v", tc.op, tc.batch, kern, err)
+			}
+			tc.check(t, tc.c, 0)
+			return
+		}
+		for i := range tc.c {
+			tc.c[i] = BF16ToFloat32(Float32ToBF16(tc.c[i]))
+		}
+		tc.cOld = append(tc.cOld[:0], tc.c...)
+		c16 := toBF16(tc.c)
+		if err := p.BFloat16OutBatched(ctx, tc.op, tc.batch, a16, b16, c16); err != nil {
+			t.Fatalf("%+v %+v kernel %v: %v", tc.op, tc.batch, kern, err)
+		}
+		tc.check(t, fromBF16(c16), 1.0/256)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,10 +97,21 @@ func TestBatched(t *testing.T) {
 	}
 }
 
-// TestBFloat16 checks bfloat16 inputs with float32 and bfloat16 outputs. The
-// inputs are bfloat16-exact, so the float64 reference is exact on them; a
-// bfloat16 C adds one rounding (2^-8 relative) and its old value is rounded
-// too, which the test mirrors by rounding cOld first.
+// bf16Shapes adds, for the bfloat16 paths, the sizes around the BF16
+// kernel's pairs and tile (2, 31, 33, 13 rows, 1000) with odd and even K,
+// K = 1 and 2 (a single pair, padded or not), and K just past a default kc
+// block (513 = 512 + a lone odd value).
+var bf16Shapes = [][3]int{ // M, N, K
+	{2, 2, 2}, {2, 7, 1}, {31, 33, 2}, {33, 31, 33}, {13, 2, 31}, {1, 1000, 2},
+	{1000, 13, 33}, {12, 32, 64}, {33, 129, 65}, {33, 13, 1000}, {13, 33, 513},
+}
+
+// TestBFloat16 checks bfloat16 inputs with float32 and bfloat16 outputs on
+// every kernel: the AVX512-BF16 kernel and the widening path of each float32
+// kernel (those this CPU lacks skip). The inputs are bfloat16-exact, so the
+// float64 reference is exact on them; a bfloat16 C adds one rounding (2^-8
+// relative) and its old value is rounded too, which the test mirrors by
+// rounding cOld first.
 func TestBFloat16(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range allKernels {
@@ -107,7 +119,7 @@ func TestBFloat16(t *testing.T) {
 			t.Run(kernelName(k, 2, tiny), func(t *testing.T) {
 				p := newTestPool(t, k, 2, tiny)
 				rng := rand.New(rand.NewPCG(6, 7))
-				for _, s := range shapes {
+				for _, s := range append(slices.Clip(shapes), bf16Shapes...) {
 					for variant := 0; variant < 8; variant++ {
 						op := Op{M: s[0], N: s[1], K: s[2], TransA: variant&1 != 0, TransB: variant&2 != 0, Accumulate: variant&4 != 0}
 						tc := newCase(rng, op, Batch{}, variant%3, 1, variant%2, true)
@@ -266,7 +278,8 @@ func TestAvailable(t *testing.T) {
 }
 
 // TestNoAllocs checks that steady-state calls allocate nothing, with two
-// goroutines, for float32, batched and bfloat16-output calls.
+// goroutines, for float32, batched and bfloat16 calls (on the AVX512-BF16
+// kernel where the CPU has it).
 func TestNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -282,6 +295,7 @@ func TestNoAllocs(t *testing.T) {
 		"batched": func() {
 			_ = p.Float32Batched(ctx, op, Batch{Count: 2, StrideA: n * n, StrideB: n * n, StrideC: n * n}, a, b, c)
 		},
+		"bf16":    func() { _ = p.BFloat16(ctx, op, a16, b16, c[:n*n]) },
 		"bf16out": func() { _ = p.BFloat16Out(ctx, op, a16, b16, c16) },
 	} {
 		f() // warm-up grows the buffers

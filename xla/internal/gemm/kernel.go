@@ -13,7 +13,15 @@ const (
 	// KernelAVX2 is the AVX2+FMA assembly kernel (6×16 register tile, ymm).
 	KernelAVX2
 	// KernelAVX512 is the AVX-512F assembly kernel (12×32 register tile, zmm).
+	// Like KernelAVX2 and KernelGeneric it runs bfloat16 inputs by widening
+	// them to float32 while packing.
 	KernelAVX512
+	// KernelAVX512BF16 is KernelAVX512 for float32 inputs plus, for bfloat16
+	// inputs, the AVX512-BF16 kernel (VDPBF16PS, 12×32 tile on bfloat16
+	// panels paired along k), which does twice the multiply-adds per
+	// instruction. Its numerics differ from the widening kernels only in
+	// denormals (see the package documentation).
+	KernelAVX512BF16
 )
 
 func (k Kernel) String() string {
@@ -26,16 +34,15 @@ func (k Kernel) String() string {
 		return "avx2"
 	case KernelAVX512:
 		return "avx512"
+	case KernelAVX512BF16:
+		return "avx512bf16"
 	}
 	return fmt.Sprintf("Kernel(%d)", int(k))
 }
 
-// microKernel computes an mr×nr tile: C (= or +=) Apanel·Bpanel over k steps,
-// with a holding k groups of mr floats and b k groups of nr floats (the packed
-// layouts written by packA/packB), and C's rows ldc elements apart.
-type microKernel func(k int, a, b, c []float32, ldc int, beta bool)
-
-// kernelSpec is a micro-kernel with the blocking parameters tuned for it.
+// engine is one way of running a product: a micro-kernel over packed panels
+// whose elements are T, the packing that produces them, and the blocking tuned
+// for both.
 //
 // The loops are (outer to inner): rows in blocks of mc, k in blocks of kc (pack
 // an mc×kc block of A), columns in blocks of nc (pack a kc×nc block of B), then
@@ -43,20 +50,50 @@ type microKernel func(k int, a, b, c []float32, ldc int, beta bool)
 // micro-panel (mr×kc) is reused from L1 across nc/nr kernel calls while B
 // micro-panels stream from the L2-resident kc×nc block. See doc.go for the
 // values and why.
-type kernelSpec struct {
-	kind       Kernel
+//
+// A packed step covers kPer values of k: 1 for float32 panels (T = float32,
+// one value per element), 2 for bfloat16 panels (T = uint32, a pair of
+// bfloat16 values along k per element).
+type engine[T float32 | uint32] struct {
 	mr, nr     int
 	kc, nc, mc int
-	fn         microKernel
-	supported  func() bool
+	kPer       int
+	// fn computes an mr×nr tile: C (= or +=) Apanel·Bpanel over steps packed
+	// steps, with a holding steps groups of mr elements and b steps groups of
+	// nr elements (the layouts pack writes), and C's rows ldc elements apart.
+	fn func(steps int, a, b []T, c []float32, ldc int, beta bool)
+	// pack packs the nx×kb block at (x0, p0) of an operand into panels of w
+	// (see pack.go for sx, sp).
+	pack func(dst []T, o operand, x0, p0, nx, kb, w, sx, sp int)
+}
+
+// kernelSpec is what a Kernel resolves to: the float32 engine and, where the
+// CPU has a native bfloat16 kernel, the engine for bfloat16 inputs.
+type kernelSpec struct {
+	kind Kernel
+	f32  engine[float32]
+	// bf16 runs bfloat16 inputs when bf16.fn is set; otherwise they are
+	// widened to float32 while packing and run on f32.
+	bf16      engine[uint32]
+	supported func() bool
+}
+
+// tile returns the register tile that computes a call's product, which is
+// also the unit the call is split into between workers.
+func (s *kernelSpec) tile(bf16 bool) (mr, nr int) {
+	if bf16 && s.bf16.fn != nil {
+		return s.bf16.mr, s.bf16.nr
+	}
+	return s.f32.mr, s.f32.nr
 }
 
 // genericSpec is the pure-Go kernel. Its 4×8 tile keeps 32 accumulators live
 // in locals; the Go compiler spills some, but the packed layout still makes every
 // inner-loop access sequential.
 var genericSpec = kernelSpec{
-	kind: KernelGeneric, mr: 4, nr: 8, kc: 256, nc: 512, mc: 1020,
-	fn: genericKernel, supported: func() bool { return true },
+	kind:      KernelGeneric,
+	f32:       engine[float32]{mr: 4, nr: 8, kc: 256, nc: 512, mc: 1020, kPer: 1, fn: genericKernel, pack: packOperand},
+	supported: func() bool { return true },
 }
 
 // Available lists the kernels this CPU and build can run, fastest first; the

@@ -18,14 +18,34 @@ func kernelAVX512(k int, a, b, c *float32, ldc int, beta int)
 //go:noescape
 func kernelAVX2(k int, a, b, c *float32, ldc int, beta int)
 
+// kernelAVX512BF16 (kernel_bf16_amd64.s) is the VDPBF16PS kernel: a and b
+// point at pair-interleaved bfloat16 panels (packPairs) of kp k-pairs.
+//
+//go:noescape
+func kernelAVX512BF16(kp int, a, b *uint32, c *float32, ldc int, beta int)
+
 // FMA throughput loops (peak_amd64.s), used by the benchmarks to measure the
 // machine's peak in the same run as the GEMM numbers.
 func fmaPeakAVX512(n int)
 func fmaPeakAVX2(n int)
 
+// dpbf16PeakAVX512 (kernel_bf16_amd64.s) is the VDPBF16PS throughput loop,
+// for the benchmarks' BF16 peak.
+func dpbf16PeakAVX512(n int)
+
 // hasAVX512 reports whether the AVX-512 kernel may run: it needs AVX512F, and the
 // OS must save the zmm state (x/sys/cpu folds the XGETBV check into X86.HasAVX512F).
 func hasAVX512() bool { return cpu.X86.HasAVX512F }
+
+// hasAVX512BF16 reports whether the AVX512-BF16 kernel may run: VDPBF16PS on
+// zmm needs AVX512F (which carries the OS zmm-state check) and AVX512_BF16,
+// and its packing (packPairsAVX512) AVX512BW, which every CPU with
+// AVX512_BF16 has.
+func hasAVX512BF16() bool { return hasAVX512BW() && cpu.X86.HasAVX512BF16 }
+
+// hasAVX512BW reports whether the AVX-512 packing kernels may run: they use
+// 16-bit-element AVX-512 instructions (VPMOVZXWD zmm, VMOVDQU16, KMOVD).
+func hasAVX512BW() bool { return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW }
 
 // hasAVX2 reports whether the AVX2+FMA kernel may run (OS ymm support included).
 func hasAVX2() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
@@ -47,6 +67,20 @@ func callAVX2(k int, a, b, c []float32, ldc int, beta bool) {
 	kernelAVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, b2i(beta))
 }
 
+func callAVX512BF16(kp int, a, b []uint32, c []float32, ldc int, beta bool) {
+	_ = a[kp*12-1]
+	_ = b[kp*32-1]
+	_ = c[11*ldc+31]
+	kernelAVX512BF16(kp, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, b2i(beta))
+}
+
+// packOperandPairs packs a block of o, which is bfloat16 storage (the bf16
+// engine only runs bfloat16 inputs), into the pair-interleaved panels of
+// kernelAVX512BF16.
+func packOperandPairs(dst []uint32, o operand, x0, p0, nx, kb, w, sx, sp int) {
+	packPairsAVX512(dst, o.bf16, x0, p0, nx, kb, w, sx, sp)
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -54,8 +88,23 @@ func b2i(b bool) int {
 	return 0
 }
 
-// asmKernels lists the assembly kernels compiled into this build.
+// avx512F32 and avx2F32 are the float32 engines of the assembly kernels.
+var (
+	avx512F32 = engine[float32]{mr: 12, nr: 32, kc: 256, nc: 512, mc: 1020, kPer: 1, fn: callAVX512, pack: packOperand}
+	avx2F32   = engine[float32]{mr: 6, nr: 16, kc: 256, nc: 512, mc: 1020, kPer: 1, fn: callAVX2, pack: packOperand}
+)
+
+// avx512BF16 is the bfloat16 engine of KernelAVX512BF16. Its kc is the
+// float32 engines' 256 values (128 pairs): each kc block is summed from zero
+// and then added to C, so the same block boundaries are what makes both
+// bfloat16 paths give the same bits (TestBF16PathsBitwise). kc = 512, whose
+// byte footprints equal the float32 engine's, measured within a few percent.
+var avx512BF16 = engine[uint32]{mr: 12, nr: 32, kc: 256, nc: 512, mc: 1020, kPer: 2, fn: callAVX512BF16, pack: packOperandPairs}
+
+// asmKernels lists the assembly kernels compiled into this build, fastest
+// first (KernelAuto takes the first supported one).
 var asmKernels = []kernelSpec{
-	{kind: KernelAVX512, mr: 12, nr: 32, kc: 256, nc: 512, mc: 1020, fn: callAVX512, supported: hasAVX512},
-	{kind: KernelAVX2, mr: 6, nr: 16, kc: 256, nc: 512, mc: 1020, fn: callAVX2, supported: hasAVX2},
+	{kind: KernelAVX512BF16, f32: avx512F32, bf16: avx512BF16, supported: hasAVX512BF16},
+	{kind: KernelAVX512, f32: avx512F32, supported: hasAVX512},
+	{kind: KernelAVX2, f32: avx2F32, supported: hasAVX2},
 }

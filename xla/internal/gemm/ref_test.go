@@ -77,33 +77,39 @@ func newCase(rng *rand.Rand, op Op, batch Batch, padA, padB, padC int, bf16 bool
 func extentOr0(rows, cols, ld int) int { e, _ := extent(rows, cols, ld); return e }
 
 // check compares got (same layout as tc.c) against a float64 reference and
-// verifies that no element outside C was written. The tolerance per element is
+// verifies that no element outside C was written, failing the test on the
+// first problems. The tolerance per element is
 //
 //	4·sqrt(K+1)·eps32·(Σ_p |a_ip·b_pj| + |C_old|)  (+ outRel·|ref| for bfloat16 C)
 //
 // i.e. the usual random-walk bound for a float32 dot product of length K,
 // with a factor of 4 of headroom; outRel = 2^-8 covers a bfloat16 output's one
-// rounding (half an ulp of an 8-bit significand).
+// rounding (half an ulp of an 8-bit significand). Both the float32 kernels on
+// widened inputs and VDPBF16PS (which adds each exact bfloat16 product with
+// one float32 rounding, like an FMA) meet it; TestCheckDetects shows that it
+// still catches one missing product term of typical size.
 func (tc *testCase) check(t *testing.T, got []float32, outRel float64) {
 	t.Helper()
+	if bad, msgs := tc.mismatches(got, outRel); bad > 0 {
+		for _, m := range msgs {
+			t.Error(m)
+		}
+		t.Fatalf("%d bad elements for %+v batch %+v", bad, tc.op, tc.batch)
+	}
+}
+
+// mismatches is check's comparison: the number of bad elements and messages
+// for the first few.
+func (tc *testCase) mismatches(got []float32, outRel float64) (bad int, msgs []string) {
 	op := tc.op
 	eps := float64(math.Nextafter32(1, 2) - 1)
-	aAt := func(bi, i, p int) float64 {
-		base := bi * tc.batch.StrideA
-		if op.TransA {
-			return float64(tc.a[base+p*op.LDA+i])
-		}
-		return float64(tc.a[base+i*op.LDA+p])
-	}
-	bAt := func(bi, p, j int) float64 {
-		base := bi * tc.batch.StrideB
-		if op.TransB {
-			return float64(tc.b[base+j*op.LDB+p])
-		}
-		return float64(tc.b[base+p*op.LDB+j])
-	}
 	inC := make([]bool, len(got))
-	bad := 0
+	report := func(format string, args ...any) {
+		if bad < 5 {
+			msgs = append(msgs, fmt.Sprintf(format, args...))
+		}
+		bad++
+	}
 	for bi := 0; bi < tc.batch.Count; bi++ {
 		for i := 0; i < op.M; i++ {
 			for j := 0; j < op.N; j++ {
@@ -111,7 +117,7 @@ func (tc *testCase) check(t *testing.T, got []float32, outRel float64) {
 				inC[idx] = true
 				var sum, mag float64
 				for p := 0; p < op.K; p++ {
-					x := aAt(bi, i, p) * bAt(bi, p, j)
+					x := tc.aAt(bi, i, p) * tc.bAt(bi, p, j)
 					sum += x
 					mag += math.Abs(x)
 				}
@@ -122,25 +128,34 @@ func (tc *testCase) check(t *testing.T, got []float32, outRel float64) {
 				}
 				tol := 4*math.Sqrt(float64(op.K+1))*eps*mag + outRel*math.Abs(sum)
 				if d := math.Abs(float64(got[idx]) - sum); !(d <= tol) {
-					if bad < 5 {
-						t.Errorf("batch %d C[%d,%d] = %v, want %v (|diff| %.3g > tol %.3g)", bi, i, j, got[idx], sum, d, tol)
-					}
-					bad++
+					report("batch %d C[%d,%d] = %v, want %v (|diff| %.3g > tol %.3g)", bi, i, j, got[idx], sum, d, tol)
 				}
 			}
 		}
 	}
 	for idx, v := range got {
 		if !inC[idx] && v != cSentinel {
-			if bad < 5 {
-				t.Errorf("element %d outside C was written: %v", idx, v)
-			}
-			bad++
+			report("element %d outside C was written: %v", idx, v)
 		}
 	}
-	if bad > 0 {
-		t.Fatalf("%d bad elements for %+v batch %+v", bad, op, tc.batch)
+	return bad, msgs
+}
+
+// aAt and bAt read op(A)[i, p] and op(B)[p, j] of batch item bi.
+func (tc *testCase) aAt(bi, i, p int) float64 {
+	base := bi * tc.batch.StrideA
+	if tc.op.TransA {
+		return float64(tc.a[base+p*tc.op.LDA+i])
 	}
+	return float64(tc.a[base+i*tc.op.LDA+p])
+}
+
+func (tc *testCase) bAt(bi, p, j int) float64 {
+	base := bi * tc.batch.StrideB
+	if tc.op.TransB {
+		return float64(tc.b[base+j*tc.op.LDB+p])
+	}
+	return float64(tc.b[base+p*tc.op.LDB+j])
 }
 
 func toBF16(s []float32) []uint16 {
@@ -169,12 +184,14 @@ func newTestPool(t testing.TB, k Kernel, threads int, tiny bool) *Pool {
 		t.Skipf("kernel %v: %v", k, err)
 	}
 	if tiny {
-		p.spec.kc, p.spec.mc, p.spec.nc = 5, 2*p.spec.mr, 2*p.spec.nr
+		f, b := &p.spec.f32, &p.spec.bf16
+		f.kc, f.mc, f.nc = 5, 2*f.mr, 2*f.nr
+		b.kc, b.mc, b.nc = 5, 2*b.mr, 2*b.nr
 	}
 	return p
 }
 
-var allKernels = []Kernel{KernelAVX512, KernelAVX2, KernelGeneric}
+var allKernels = []Kernel{KernelAVX512BF16, KernelAVX512, KernelAVX2, KernelGeneric}
 
 func kernelName(k Kernel, threads int, tiny bool) string {
 	return fmt.Sprintf("%v/threads=%d/tiny=%v", k, threads, tiny)
