@@ -17,7 +17,7 @@ const (
 
 // Pure-Go backends accepted by Config.GoBackend.
 const (
-	GoBackendGotpu    = "gotpu"    // gotpu's own CPU backend (the default): GEMM and float32 elementwise/reductions native, other ops on simplego
+	GoBackendGotpu    = "gotpu"    // gotpu's own CPU backend (the default): GEMM and float32/bfloat16 elementwise, reductions and comparisons native, other ops on simplego
 	GoBackendSimpleGo = "simplego" // GoMLX's simplego, unchanged
 )
 
@@ -51,6 +51,12 @@ type Config struct {
 	// instead of gotpu's. They are correct but, on the pure-Go backend, orders of magnitude slower
 	// and larger; the option exists so benchmarks can show the difference.
 	StockDotGradients bool `json:"stock_dot_gradients,omitempty"`
+
+	// GoFallbackBF16 makes gotpu's pure-Go backend leave bfloat16 elementwise operations,
+	// reductions and transposes, and comparisons, to GoMLX's simplego, as before they were
+	// native. Results are bitwise the same either way; the option exists so tests can check that
+	// over whole training steps and benchmarks can show the difference.
+	GoFallbackBF16 bool `json:"go_fallback_bf16,omitempty"`
 
 	// ExecutionDelay makes every dispatched execution wait this long before it runs: a kernel
 	// made slow on purpose, for tests that show the host does not wait for the device. Zero in

@@ -138,7 +138,7 @@ func (r *Runtime) openGo() error {
 	n := max(r.cfg.NumDevices, 1)
 	switch name {
 	case GoBackendGotpu:
-		b, err = gobackend.New(gobackend.Config{NumDevices: n})
+		b, err = gobackend.New(gobackend.Config{NumDevices: n, FallbackBF16: r.cfg.GoFallbackBF16})
 	case GoBackendSimpleGo:
 		if n > 1 {
 			return fmt.Errorf("xla.Config.NumDevices: %d virtual devices need gotpu's backend (GoBackend %q): "+

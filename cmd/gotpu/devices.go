@@ -14,7 +14,7 @@ import (
 // Text output, one "key  value" line each, then one line per device:
 //
 //	backend      go (--go_backend gotpu)
-//	description  gotpu CPU backend: GEMM (avx512) and float32 elementwise/reductions native, other ops on Simple Go Portable Backend
+//	description  gotpu CPU backend: GEMM (avx512bf16) and float32/bfloat16 elementwise, reductions and comparisons native, other ops on Simple Go Portable Backend
 //	plugin       none
 //	xla          compiled in
 //	devices      2

@@ -29,6 +29,10 @@ type Config struct {
 	// NumDevices is the number of virtual devices (replicas of an SPMD program); 0 means 1. They
 	// share the host's cores and memory.
 	NumDevices int
+	// FallbackBF16 leaves bfloat16 elementwise operations, reductions and transposes, and all
+	// comparisons, to simplego, as before they were native. Tests and benchmarks set it: whole
+	// programs (a mixed-precision training step) must give bitwise the same results either way.
+	FallbackBF16 bool
 }
 
 // MaxDevices bounds Config.NumDevices.
@@ -102,16 +106,18 @@ type worker struct {
 	pool    *gemm.Pool
 	scratch dotScratch
 	// regs are the fusion registers of each goroutine a native elementwise or reduction
-	// operation splits into (Config.Threads of them); srcs and bsrcs are the leaf
-	// tables of the running fusion.
+	// operation splits into (Config.Threads of them); srcs, hsrcs (bfloat16) and bsrcs are the
+	// leaf tables of the running fusion.
 	regs  []fuseRegs
 	srcs  [][]float32
+	hsrcs [][]uint16
 	bsrcs [][]bool
-	// team runs the parts of split fusions and reductions; fuseJob and reduceJob are the
-	// operation being split, kept here so that splitting allocates nothing.
-	team      *team
-	fuseJob   fuseJob
-	reduceJob reduceJob
+	// team runs the parts of split fusions, reductions and comparisons; fuseJob, reduceJob and
+	// compareJob are the operation being split, kept here so that splitting allocates nothing.
+	team       *team
+	fuseJob    fuseJob
+	reduceJob  reduceJob
+	compareJob compareJob
 	// in holds the operands' data of the running native operation.
 	in []any
 }
@@ -163,7 +169,7 @@ func (b *Backend) Name() string   { return Name }
 func (b *Backend) String() string { return Name }
 
 func (b *Backend) Description() string {
-	return fmt.Sprintf("gotpu CPU backend: GEMM (%s) and float32 elementwise/reductions native, other ops on %s", b.Kernel(), b.sg.Description())
+	return fmt.Sprintf("gotpu CPU backend: GEMM (%s) and float32/bfloat16 elementwise, reductions and comparisons native, other ops on %s", b.Kernel(), b.sg.Description())
 }
 
 func (b *Backend) NumDevices() int { return b.numDevices }

@@ -34,6 +34,7 @@ type nativeOp struct {
 	fus   *fusion        // a fused group of elementwise operations
 	red   *reducePlan    // ReduceSum or ReduceMax
 	trans *transposePlan // Transpose
+	cmp   *comparePlan   // a comparison (compare.go)
 	ar    *allReducePlan // AllReduce: reads[i] reduced across replicas into outs[i]
 	rows  bool           // with ar: a row gather (gather.go) of reads[0] by the mask reads[1] into outs[0]
 	rng   *rngPlan       // RNGBitGenerator: reads[0] the state, outs the new state and the bits
@@ -43,9 +44,11 @@ type nativeOp struct {
 	name  string         // the operation, for errors
 }
 
-// transposePlan is a float32 Transpose, run with the same copy loop as the GEMM's packing.
+// transposePlan is a float32 or bfloat16 Transpose, run with the same copy loop as the GEMM's
+// packing.
 type transposePlan struct {
 	dims, perm []int
+	bf16       bool
 }
 
 // Compile partitions the recorded graph into native operations and fallback segments and
@@ -137,6 +140,8 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		case r == inlined:
 			absorbed[id] = true
 		case r < 0:
+		case r == id && fusions[id] == nil:
+			absorbed[id] = true // dissolved into its readers (remat.go)
 		case r == id:
 			f := fusions[id]
 			native[id] = &nativeOp{fus: f, reads: f.reads, out: f.out, name: "fusion of " + b.nodes[id].op.String()}
@@ -169,10 +174,17 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		} else if n.op == backends.OpTypeRNGBitGenerator && nativeRNG(n) {
 			native[n.id] = &nativeOp{rng: &rngPlan{}, reads: []int{n.inputs[0].id},
 				outs: []int{n.outputs[0].id, n.outputs[1].id}, out: -1, name: n.op.String()}
+		} else if p := planCompare(n); p != nil {
+			reads := []int{p.a.value}
+			if p.b.value != p.a.value {
+				reads = append(reads, p.b.value)
+			}
+			native[n.id] = &nativeOp{cmp: p, reads: reads, out: n.outputs[0].id, name: n.op.String()}
 		} else if p := planReduce(n); p != nil {
 			native[n.id] = &nativeOp{red: p, reads: []int{p.in}, out: p.out, name: n.op.String()}
-		} else if n.op == backends.OpTypeTranspose && n.outputs[0].shape.DType == dtypes.Float32 {
-			p := &transposePlan{dims: n.inputs[0].shape.Dimensions, perm: n.attrs[0].([]int)}
+		} else if n.op == backends.OpTypeTranspose && fusedDType(n, n.outputs[0].shape.DType) {
+			p := &transposePlan{dims: n.inputs[0].shape.Dimensions, perm: n.attrs[0].([]int),
+				bf16: n.outputs[0].shape.DType == dtypes.BFloat16}
 			native[n.id] = &nativeOp{trans: p, reads: []int{n.inputs[0].id}, out: n.outputs[0].id, name: n.op.String()}
 		}
 	}
@@ -214,6 +226,8 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}
 
+	replayable := b.replayables(needed, isNative, isOutput)
+
 	// Who reads each value, and whether a reader is in another step (then the value must be
 	// exported from its segment).
 	exported := make([]bool, len(b.values))
@@ -225,8 +239,9 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			producer := in.node
 			switch {
 			case producer.op == backends.OpTypeParameter:
-			case producer.op == backends.OpTypeConstant:
-				// Constants are replayed into each segment that reads them, not passed as buffers.
+			case replayable[producer.id]:
+				// Constants, and cheap operations of constants alone, are replayed into each
+				// segment that reads them, not passed as buffers (schedule.go).
 			case isNative(producer.id) || slot[n.id] != slot[producer.id]:
 				exported[in.id] = true
 			}
@@ -273,7 +288,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}()
 	for s := 0; s <= maxSlot; s++ {
-		seg, err := b.buildSegment(s, needed, isNative, slot, exported)
+		seg, err := b.buildSegment(s, needed, isNative, slot, exported, replayable)
 		if err != nil {
 			return nil, err
 		}
@@ -281,8 +296,8 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			e.steps = append(e.steps, step{seg: seg})
 		}
 		for _, n := range b.nodes {
-			if needed[n.id] && native[n.id] != nil && slot[n.id] == s {
-				e.steps = append(e.steps, step{nat: native[n.id]})
+			if nat := native[n.id]; needed[n.id] && nat != nil && slot[n.id] == s {
+				e.steps = append(e.steps, step{nat: nat})
 			}
 		}
 	}
@@ -315,21 +330,21 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 	st := e.Stats()
 	slog.Debug("gobackend: compiled", "computation", b.name, "nodes", st.Nodes, "segments", st.Segments,
 		"native", st.Native, "packed_operands", st.PackedOperands, "fusions", st.Fusions, "fused_ops", st.FusedOps,
-		"reductions", st.Reductions, "transposes", st.Transposes, "all_reduces", st.AllReduces, "replicas", replicas)
+		"reductions", st.Reductions, "transposes", st.Transposes, "comparisons", st.Comparisons, "all_reduces", st.AllReduces, "replicas", replicas)
 	ok = true
 	return e, nil
 }
 
 // buildSegment replays the fallback operations of slot s into a simplego builder and compiles
 // them; it returns nil if the slot has none that anything reads.
-func (b *Builder) buildSegment(s int, needed []bool, isNative func(int) bool, slot []int, exported []bool) (*segment, error) {
+func (b *Builder) buildSegment(s int, needed []bool, isNative func(int) bool, slot []int, exported, replayable []bool) (*segment, error) {
 	var members []*node
 	hasExport := false
 	for _, n := range b.nodes {
 		if !needed[n.id] || isNative(n.id) || slot[n.id] != s || n.op == backends.OpTypeParameter {
 			continue
 		}
-		if n.op == backends.OpTypeConstant && !exported[n.outputs[0].id] {
+		if replayable[n.id] && !exported[n.outputs[0].id] {
 			continue // replayed where read
 		}
 		members = append(members, n)
@@ -346,15 +361,23 @@ func (b *Builder) buildSegment(s int, needed []bool, isNative func(int) bool, sl
 	local := map[int]backends.Op{}
 	// operand returns the segment's op for value v: made in this segment, a replayed constant, or
 	// a new parameter fed from another step.
-	operand := func(v *value) (backends.Op, error) {
+	var operand func(v *value) (backends.Op, error)
+	operand = func(v *value) (backends.Op, error) {
 		if op, ok := local[v.id]; ok {
 			return op, nil
 		}
 		var op backends.Op
 		var err error
-		if v.node.op == backends.OpTypeConstant && !exported[v.id] {
+		if replayable[v.node.id] && !exported[v.id] {
+			// Replayed here, its own operands first (constants, or replayable in turn).
+			in := make([]backends.Op, len(v.node.inputs))
+			for i, x := range v.node.inputs {
+				if in[i], err = operand(x); err != nil {
+					return nil, err
+				}
+			}
 			var outs []backends.Op
-			outs, err = v.node.replay(sb, nil)
+			outs, err = v.node.replay(sb, in)
 			if err == nil {
 				op = outs[0]
 			}
@@ -502,6 +525,7 @@ type Stats struct {
 	FusedOps       int // operations computed inside them
 	Reductions     int // native reductions
 	Transposes     int // native transposes
+	Comparisons    int // native comparisons
 	AllReduces     int // all-reduces
 	AllGathers     int // all-gathers recognised in all-reduces (row gathers, gather.go)
 	RNGs           int // random bit generators
@@ -511,11 +535,12 @@ type Stats struct {
 func (e *Executable) Stats() Stats {
 	s := Stats{Nodes: e.nodes}
 	for _, st := range e.steps {
+		nat := st.nat
 		if st.seg != nil {
 			s.Segments++
 			continue
 		}
-		switch nat := st.nat; {
+		switch {
 		case nat.dot != nil:
 			s.Native++
 			if nat.dot.lhs.perm != nil {
@@ -531,6 +556,8 @@ func (e *Executable) Stats() Stats {
 			s.Reductions++
 		case nat.trans != nil:
 			s.Transposes++
+		case nat.cmp != nil:
+			s.Comparisons++
 		case nat.ar != nil && nat.rows:
 			s.AllGathers++
 		case nat.ar != nil:

@@ -1,8 +1,8 @@
 // Package gobackend is gotpu's own CPU backend for GoMLX (issue #7): a backends.Backend whose
 // matrix products (DotGeneral and Dot, float32 and bfloat16) run on gotpu's GEMM
-// (xla/internal/gemm: AVX-512/AVX2 assembly, pure-Go fallback), whose float32 elementwise
-// chains, reductions and transposes run on its own Go kernels (step 2), and whose other
-// operations run on GoMLX's simplego. The structure keeps each step local: teach the planner
+// (xla/internal/gemm: AVX-512/AVX2 assembly, pure-Go fallback), whose float32 and bfloat16
+// elementwise chains, reductions and transposes, and comparisons, run on its own Go kernels
+// (step 2), and whose other operations run on GoMLX's simplego. The structure keeps each step local: teach the planner
 // that an operation is native and give it a kernel.
 //
 // It is the default of the pure-Go device (xla.Config{Device: "go"}, GoBackend "" or "gotpu");
@@ -30,27 +30,51 @@
 //
 // At Compile every operation an output depends on is either native or fallback. Native are:
 //   - DotGeneral/Dot in float32 or bfloat16 (dot.go);
-//   - fusions (fuse.go, fuse_exec.go): groups of float32 Add, Sub, Mul, Div, Max, Min, Neg, Abs,
-//     Exp, Log, Tanh, Sqrt, Rsqrt, Logistic, with the BroadcastInDim, Reshape and bool→float32
-//     ConvertDType operations feeding them, evaluated in one pass over the output, block by
-//     block, by a small register program (simplego's implicit broadcasting of size-1 axes and
-//     scalars included, scalar constants folded in). A fusible operation read only elementwise
-//     by one group joins it; a broadcast read by several groups is inlined into each, never
-//     materialized. Add, Sub, Mul and Div run AVX2 kernels (vec_amd64.s) with results bitwise
-//     those of Go's float32 arithmetic; Exp and Tanh run float32 AVX2/FMA kernels
-//     (vec_exp_amd64.s), within 2 ulps of simplego's float64 results rounded once (TestExpF32Vec,
-//     TestTanhF32Vec measure 1; softmax and cross-entropy over the vocabulary and GPT-2's GELU
-//     make them the hottest transcendentals); the others are evaluated in float64 and rounded
-//     once, as simplego does;
-//   - float32 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go), accumulating in
-//     simplego's order, so bitwise equal to it;
-//   - float32 Transpose;
+//   - fusions (fuse.go, fuse_exec.go): groups of float32 and bfloat16 Add, Sub, Mul, Div, Max,
+//     Min, Neg, Abs, Exp, Log, Tanh, Sqrt, Rsqrt, Logistic and float32↔bfloat16 ConvertDType,
+//     with the BroadcastInDim, Reshape and bool→float ConvertDType operations feeding them,
+//     evaluated in one pass over the output, block by block, by a small register program
+//     (simplego's implicit broadcasting of size-1 axes and scalars included, scalar constants
+//     folded in). A fusible operation read only elementwise by one group joins it; a broadcast
+//     read by several groups is inlined into each, never materialized. Add, Sub, Mul and Div run
+//     AVX2 kernels (vec_amd64.s) with results bitwise those of Go's float32 arithmetic; float32
+//     Exp and Tanh run AVX2/FMA kernels (vec_exp_amd64.s), within 2 ulps of simplego's float64
+//     results rounded once (TestExpF32Vec, TestTanhF32Vec measure 1; softmax and cross-entropy
+//     over the vocabulary and GPT-2's GELU make them the hottest transcendentals); the others are
+//     evaluated in float64 and rounded once, as simplego does. bfloat16 is computed as simplego
+//     computes it (bf16.go), so bitwise equal to it: registers are float32, a bfloat16 operand
+//     is widened as it is loaded, a bfloat16 result is truncated to bfloat16 in its register and
+//     narrowed as it is stored — simplego truncates, it does not round to nearest even — and a
+//     bfloat16 transcendental function reads a 65536-entry table of simplego's results. Widening,
+//     narrowing, truncation and bfloat16 Add, Sub, Mul and Div (the float32 operation and the
+//     truncation in one pass) have AVX2 kernels (vec_bf16_amd64.s). A fusion that is the last
+//     reader of a buffer of its output's shape and type, read only in the output's layout,
+//     writes its output over it;
+//   - float32 and bfloat16 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go),
+//     accumulating in simplego's order, and a bfloat16 one in bfloat16 (every partial sum
+//     truncated) as simplego does, so bitwise equal to it;
+//   - float32 and bfloat16 Transpose;
+//   - Equal, NotEqual, LessThan, LessOrEqual, GreaterThan and GreaterOrEqual of int32, float32 or
+//     bfloat16 operands with simplego's implicit broadcasting (compare.go): the loss's one-hot
+//     labels, a [batch·seq, vocab] comparison, were simplego's costliest remaining operation;
 //   - AllReduce (collective.go), always: simplego has no collectives; an all-reduce operand that
 //     is an all-gather written as one (a broadcast shard times a one-hot row mask, what gotpu's
 //     FSDP step writes, as GoMLX has no all-gather) runs as a row gather (gather.go) with the
 //     all-reduce's arithmetic, without materialising the products;
 //   - RNGBitGenerator on a uint64 state (rng.go), drawing simplego's numbers: simplego's kernel
 //     writes to a state input it does not own, a data race when replicas share the state.
+//
+// A native step runs on the flat data of its operands whatever their types (runflat.go); a
+// fusion that is the last reader of an operand this execution owns (an intermediate, or a
+// donated input), of its own shape and type and read only elementwise, writes its output over
+// that operand instead of into a new buffer (exec.go's inPlace): an optimizer update writes the
+// new weight and moments over the old ones.
+//
+// Two planning passes keep a training step's memory near what it needs (remat.go, replay.go):
+// an elementwise group read only by other fusions is recomputed in each of them instead of
+// materialized, when that keeps no input alive longer (so GELU's intermediates are not held
+// from the forward pass to the backward one), and a fill of a constant (a broadcast scalar) read
+// by fallback segments is replayed in each instead of made once at the start and held.
 //
 // Everything else is fallback. Operations are scheduled as soon as possible into alternating
 // slots: fallback segment 0, native wave 0, segment 1, wave 1, ... — each operation goes to the
@@ -135,7 +159,13 @@
 // bytes on its device until it is finalized or donated (Backend.DeviceBytes, xla.Runtime.DeviceBytes),
 // which is how the FSDP tests measure what each virtual device holds between steps.
 //
+// The assembly kernels (vec_*amd64.s) run on amd64 CPUs with AVX2 (and FMA for Exp and Tanh);
+// with the purego build tag, on other architectures and on other CPUs the portable Go loops run
+// instead, with bitwise the same results but for float32 Exp and Tanh (whose loops are
+// simplego's float64 ones).
+//
 // Not yet: auto-sharding (partitioning a global-view program) and collectives other than AllReduce; native
-// gather/scatter, comparisons, Where, integer and bfloat16 elementwise operations, reductions
-// fused with their producers, SIMD elementwise kernels.
+// gather/scatter, Where, integer elementwise operations, reductions fused with their
+// producers, AVX-512 elementwise kernels; rounding bfloat16 to nearest even (as XLA and gotpu's
+// GEMM output do) rather than simplego's truncation.
 package gobackend

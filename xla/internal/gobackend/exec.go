@@ -249,7 +249,7 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 				return err
 			}
 		}
-		err = e.runNative(st.nat, *wk, env, owned)
+		err = e.runNative(i, sh, st.nat, *wk, env, owned)
 	}
 	if err == nil && sharedStep {
 		sh.publish(i, st, owned)
@@ -358,8 +358,10 @@ func (e *Executable) runSegment(stepIdx int, seg *segment, env []backends.Buffer
 	return nil
 }
 
-// runNative runs a native operation into a new buffer.
-func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, owned []bool) error {
+// runNative runs native operation stepIdx — a product on the GEMM, or a fusion, reduction,
+// transpose or comparison of any of their types (runFlat) — into a new buffer, or, for a fusion,
+// into the buffer of an operand it is the last reader of (inPlace).
+func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker, env []backends.Buffer, owned []bool) error {
 	sg := e.backend.sg
 	in := w.in[:0]
 	defer func() { clear(w.in[:cap(w.in)]); w.in = in[:0] }() // no references kept past the operation
@@ -375,37 +377,27 @@ func (e *Executable) runNative(nat *nativeOp, w *worker, env []backends.Buffer, 
 		in[i] = d
 	}
 	outShape := e.valueShapes[nat.out]
-	buf, out, err := e.newBuffer(outShape)
-	if err != nil {
+	var buf backends.Buffer
+	var out any
+	var err error
+	reuse := -1
+	if nat.fus != nil {
+		reuse = e.inPlace(stepIdx, sh, nat.fus, owned)
+	}
+	if reuse >= 0 {
+		buf, out = env[reuse], in[slices.Index(nat.reads, reuse)]
+		env[reuse], owned[reuse] = nil, false // the output now; not released after this step
+	} else if buf, out, err = e.newBuffer(outShape); err != nil {
 		return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
 	}
-	switch {
-	case nat.dot != nil:
+	if nat.dot != nil {
 		// Execute has no context (the backends interface has none); products are not cancellable.
 		err = nat.dot.run(context.Background(), w.pool, &w.scratch, in[0], in[1], out)
 		if err != nil {
 			err = fmt.Errorf("%s x %s -> %s: %w", nat.dot.lhsS, nat.dot.rhsS, nat.dot.out, err)
 		}
-	case nat.fus != nil:
-		srcs, bsrcs := w.srcs[:0], w.bsrcs[:0]
-		for _, l := range nat.fus.leaves {
-			var src []float32
-			var bsrc []bool
-			switch {
-			case l.value < 0:
-			case l.kind == leafBool:
-				bsrc = in[slices.Index(nat.reads, l.value)].([]bool)
-			default:
-				src = in[slices.Index(nat.reads, l.value)].([]float32)
-			}
-			srcs, bsrcs = append(srcs, src), append(bsrcs, bsrc)
-		}
-		w.srcs, w.bsrcs = srcs, bsrcs
-		err = nat.fus.run(out.([]float32), srcs, bsrcs, w)
-	case nat.red != nil:
-		err = nat.red.run(out.([]float32), in[0].([]float32), w)
-	case nat.trans != nil:
-		err = catch(func() { transpose(out.([]float32), in[0].([]float32), nat.trans.dims, nat.trans.perm) })
+	} else if perr := catch(func() { err = nat.runFlat(w, in, out) }); perr != nil {
+		err = perr
 	}
 	if err != nil {
 		_ = sg.BufferFinalize(buf)
@@ -451,4 +443,28 @@ func (e *Executable) runGatherRows(r int, c *collectives, nat *nativeOp, env []b
 	}
 	env[nat.outs[0]], owned[nat.outs[0]] = buf, false
 	return nil
+}
+
+// inPlace returns the value whose buffer fusion f may write its output into, or -1: an operand
+// this execution owns (an intermediate, or a donated input), that this step is the last to read,
+// that is not an output, has the output's shape and is read only elementwise at the output's own
+// index (every leaf of it direct), and, in an SPMD execution, not a value the replicas share. Each block of a fusion loads its operands' elements before
+// the last instruction stores the same elements of the output, and every kernel reads and writes
+// element i at the same index, so overwriting the operand as the output is computed is safe.
+// It saves a buffer wherever a chain ends the life of its input — an optimizer update writing
+// the new weight, moment or variance over the old one, a gradient over the activation it was
+// computed from — which is most of the memory a training step would otherwise hold twice.
+func (e *Executable) inPlace(stepIdx int, sh *shared, f *fusion, owned []bool) int {
+	want := e.valueShapes[f.out]
+	for _, l := range f.leaves {
+		v := l.value
+		if l.kind != leafDirect || v < 0 || !owned[v] || e.lastUse[v] != stepIdx || e.isOutput[v] || !e.valueShapes[v].Equal(want) ||
+			sh != nil && sh.value[v] { // other replicas may be reading a shared value
+			continue
+		}
+		if f.overwritable(v) {
+			return v
+		}
+	}
+	return -1
 }

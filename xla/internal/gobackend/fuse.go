@@ -2,19 +2,28 @@ package gobackend
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
-// A fusion is a group of float32 elementwise operations (and the BroadcastInDim, Reshape and
-// bool-to-float32 ConvertDType operations that feed them) evaluated in one pass over its output: the output is cut into
+// A fusion is a group of float32 and bfloat16 elementwise operations (with the ConvertDType
+// operations between the two, and the BroadcastInDim, Reshape and bool-to-float ConvertDType
+// operations that feed them) evaluated in one pass over its output: the output is cut into
 // blocks of fuseBlock elements and, block by block, a small register program computes every
 // member for those elements only, so intermediate values stay in cache and are never written
 // to a buffer. simplego instead runs each operation over the whole tensor, writing and reading
 // back every intermediate, and steps through broadcasts with a per-element iterator.
+//
+// Registers are float32. A bfloat16 operand is widened as it is loaded, a bfloat16 operation
+// truncates its result in its register (so the register holds exactly what simplego would store),
+// and a bfloat16 root is narrowed as it is stored (bf16.go): mixed-precision chains — a matmul's
+// bfloat16 output, its bias, GELU, a residual, a conversion to float32 for a layer norm — run as
+// one program with simplego's results.
 //
 // Grouping is by root: a fusible operation whose value is read outside the group (or is an
 // output of the computation) is the root of a group, and a fusible operand joins its reader's
@@ -46,10 +55,11 @@ const (
 	leafDirect  leafKind = iota // same flat layout as the output: a view, no copy
 	leafScalar                  // one value for every element (a scalar constant is folded in)
 	leafStrided                 // broadcast: gathered through per-axis strides (0 on broadcast axes)
-	leafBool                    // a bool buffer in the output's layout, converted to 0 or 1 (ConvertDType)
+	leafBool                    // a bool buffer in the output's layout (or one bool), converted to 0 or 1 (ConvertDType, Where)
 )
 
-// opCopy is the instruction that copies a register (a root that is a broadcast).
+// opCopy is the instruction that copies a register (a root that is a broadcast); with round set
+// it is a float32 -> bfloat16 ConvertDType.
 const opCopy = backends.OpTypeInvalid
 
 // fusedLeaf is one input of a fusion.
@@ -57,15 +67,22 @@ type fusedLeaf struct {
 	kind   leafKind
 	value  int     // value id of the buffer read (-1 for a folded constant)
 	scalar float32 // leafScalar of a constant
+	bf16   bool    // the buffer holds bfloat16 (widened as it is loaded)
 	// leafStrided: the output dimensions, coalesced, and the source stride of each.
 	dims, strides []int
 	reg           int
 }
 
-// fusedInstr computes one member: reg dst = op(reg a[, reg b]).
+// fusedInstr computes one member: reg dst = op(reg a[, reg b]), or table[a] for a bfloat16
+// transcendental function; round truncates the result to bfloat16 (a bfloat16 operation whose
+// float32 result may not be a bfloat16).
 type fusedInstr struct {
 	op        backends.OpType
 	a, b, dst int
+	cond      int  // Where: the register of the condition (0 or 1), a and b the two choices
+	uniform   bool // Where: a single condition for every element
+	round     bool
+	table     *[1 << 16]float32
 }
 
 // fusion is the compiled program of one group.
@@ -77,31 +94,70 @@ type fusion struct {
 	nregs  int
 	reads  []int // value ids of the buffers it reads, distinct
 	ops    int   // members (for Stats)
+	// outBF16: the root is bfloat16 (narrowed as it is stored).
+	outBF16 bool
+}
+
+// overwritable reports whether the fusion may write its output over the buffer of value v: v has
+// the output's type and is only read in the output's layout, each block before the block is
+// stored.
+func (f *fusion) overwritable(v int) bool {
+	found := false
+	for _, l := range f.leaves {
+		if l.value != v {
+			continue
+		}
+		if l.kind != leafDirect || l.bf16 != f.outBF16 {
+			return false
+		}
+		found = true
+	}
+	return found
+}
+
+// fusedDType reports whether dt is a type native fusions, reductions and transposes compute in.
+func fusedDType(n *node, dt dtypes.DType) bool {
+	return dt == dtypes.Float32 || dt == dtypes.BFloat16 && !n.outputs[0].b.backend.cfg.FallbackBF16
 }
 
 // fusible reports whether n can be a member of a fusion.
 func fusible(n *node) bool {
-	if len(n.outputs) != 1 || n.outputs[0].shape.DType != dtypes.Float32 {
+	if len(n.outputs) != 1 || !fusedDType(n, n.outputs[0].shape.DType) {
 		return false
 	}
 	out := n.outputs[0].shape
 	switch {
 	case fusedUnary[n.op]:
-		return n.inputs[0].shape.DType == dtypes.Float32
+		return n.inputs[0].shape.DType == out.DType
 	case fusedBinary[n.op]:
 		for _, in := range n.inputs {
-			if in.shape.DType != dtypes.Float32 || !broadcastable(in.shape, out) {
+			if in.shape.DType != out.DType || !broadcastable(in.shape, out) {
 				return false
 			}
 		}
 		return true
 	case n.op == backends.OpTypeBroadcastInDim:
-		return n.inputs[0].shape.DType == dtypes.Float32 && broadcastAxesOK(n)
+		return n.inputs[0].shape.DType == out.DType && broadcastAxesOK(n)
 	case n.op == backends.OpTypeReshape:
-		return n.inputs[0].shape.DType == dtypes.Float32 && n.inputs[0].shape.Size() == out.Size()
+		return n.inputs[0].shape.DType == out.DType && n.inputs[0].shape.Size() == out.Size()
+	case n.op == backends.OpTypeWhere:
+		// A selection (the optimizer's keep-or-update of every weight and moment, masked
+		// scores): the condition is a bool leaf of the output's dimensions or a single bool.
+		c := n.inputs[0].shape
+		if c.DType != dtypes.Bool || c.Size() != 1 && !slices.Equal(c.Dimensions, out.Dimensions) {
+			return false
+		}
+		for _, in := range n.inputs[1:] {
+			if in.shape.DType != out.DType || !broadcastable(in.shape, out) {
+				return false
+			}
+		}
+		return true
 	case n.op == backends.OpTypeConvertDType:
-		// bool -> float32 (the one-hot labels of the loss): exact, read straight from the bools.
-		return n.inputs[0].shape.DType == dtypes.Bool && slices.Equal(n.inputs[0].shape.Dimensions, out.Dimensions)
+		// bool -> float (the one-hot labels of the loss): exact, read straight from the bools;
+		// float32 <-> bfloat16 (mixed precision): elementwise.
+		in := n.inputs[0].shape.DType
+		return (in == dtypes.Bool || fusedDType(n, in)) && slices.Equal(n.inputs[0].shape.Dimensions, out.Dimensions)
 	}
 	return false
 }
@@ -138,10 +194,15 @@ func broadcastAxesOK(n *node) bool {
 	return true
 }
 
-// adapter reports whether a member reads its operand through an index mapping (so the operand
-// must be a leaf, not a member).
+// adapter reports whether a member reads its operand through an index mapping or from a bool
+// buffer (so the operand must be a leaf, not a member).
 func adapter(n *node) bool {
-	return n.op == backends.OpTypeBroadcastInDim || n.op == backends.OpTypeReshape || n.op == backends.OpTypeConvertDType
+	return n.op == backends.OpTypeBroadcastInDim || n.op == backends.OpTypeReshape || boolConvert(n)
+}
+
+// boolConvert reports whether n is a ConvertDType from bool (read as a leafBool).
+func boolConvert(n *node) bool {
+	return n.op == backends.OpTypeConvertDType && n.inputs[0].shape.DType == dtypes.Bool
 }
 
 // planFusions groups the needed fusible nodes. It returns, per node id, the group's root id
@@ -167,8 +228,10 @@ func (b *Builder) planFusions(needed, isOutput []bool, users [][]int) ([]int, ma
 			group[r] = inlined
 			continue
 		}
-		// A lone Reshape is left to simplego, which can hand the buffer on without a copy.
-		if root.op == backends.OpTypeReshape {
+		// A lone Reshape is left to simplego, which can hand the buffer on without a copy. A
+		// lone broadcast of a constant too: a segment that reads it then replays it instead of
+		// reading a buffer made at the start of the step (schedule.go's replayables).
+		if root.op == backends.OpTypeReshape || adapter(root) && root.inputs[0].node.op == backends.OpTypeConstant {
 			continue
 		}
 		group[r] = r
@@ -194,12 +257,12 @@ func (b *Builder) planFusions(needed, isOutput []bool, users [][]int) ([]int, ma
 		}
 	}
 	// Programs are built once every group is known: whether an operand is read through an
-	// inlined adapter is only decided when the scan reaches that adapter.
-	for r, g := range group {
-		if g != r {
-			continue
-		}
-		f, err := b.buildFusion(r, group)
+	// inlined adapter is only decided when the scan reaches that adapter. Groups whose value is
+	// cheaper to recompute than to keep are first copied into their readers (remat.go); a root
+	// so dissolved keeps its group number but gets no program.
+	members := b.rematerialize(b.groupMembers(group), group, isOutput, users)
+	for r, ids := range members {
+		f, err := b.buildFusion(r, ids, group)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -227,10 +290,11 @@ func (b *Builder) inlinable(n *node, group []int, isOutput []bool, users [][]int
 	return true
 }
 
-// buildFusion compiles the program of the group rooted at r.
-func (b *Builder) buildFusion(r int, group []int) (*fusion, error) {
+// buildFusion compiles the program of the group rooted at r, whose members (root included) are
+// the node ids in ascending order.
+func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
 	root := b.nodes[r]
-	f := &fusion{out: root.outputs[0].id, shape: root.outputs[0].shape}
+	f := &fusion{out: root.outputs[0].id, shape: root.outputs[0].shape, outBF16: root.outputs[0].shape.DType == dtypes.BFloat16}
 	outDims := f.shape.Dimensions
 	regOf := map[int]int{}     // member value id -> register
 	leafOf := map[string]int{} // leaf key -> register, so a value read twice the same way is loaded once
@@ -252,20 +316,21 @@ func (b *Builder) buildFusion(r int, group []int) (*fusion, error) {
 	// leaf returns the register holding operand v read with the given source strides over the
 	// output dimensions (nil strides: same flat layout as the output).
 	leaf := func(v *value, strides []int) int {
+		bf16 := v.shape.DType == dtypes.BFloat16
 		if v.shape.Size() == 1 {
 			if c, ok := scalarConstant(v); ok {
-				return addLeaf(fusedLeaf{kind: leafScalar, value: -1, scalar: c}, fmt.Sprintf("c%08x", c))
+				return addLeaf(fusedLeaf{kind: leafScalar, value: -1, scalar: c}, fmt.Sprintf("c%08x", math.Float32bits(c)))
 			}
-			return addLeaf(fusedLeaf{kind: leafScalar, value: v.id}, fmt.Sprintf("s%d", v.id))
+			return addLeaf(fusedLeaf{kind: leafScalar, value: v.id, bf16: bf16}, fmt.Sprintf("s%d", v.id))
 		}
 		if strides == nil {
-			return addLeaf(fusedLeaf{kind: leafDirect, value: v.id}, fmt.Sprintf("d%d", v.id))
+			return addLeaf(fusedLeaf{kind: leafDirect, value: v.id, bf16: bf16}, fmt.Sprintf("d%d", v.id))
 		}
 		dims, st := coalesce(outDims, strides)
 		if len(dims) == 1 && st[0] == 1 {
-			return addLeaf(fusedLeaf{kind: leafDirect, value: v.id}, fmt.Sprintf("d%d", v.id))
+			return addLeaf(fusedLeaf{kind: leafDirect, value: v.id, bf16: bf16}, fmt.Sprintf("d%d", v.id))
 		}
-		return addLeaf(fusedLeaf{kind: leafStrided, value: v.id, dims: dims, strides: st}, fmt.Sprintf("t%d%v", v.id, strides))
+		return addLeaf(fusedLeaf{kind: leafStrided, value: v.id, bf16: bf16, dims: dims, strides: st}, fmt.Sprintf("t%d%v", v.id, strides))
 	}
 	boolLeaf := func(v *value) int {
 		return addLeaf(fusedLeaf{kind: leafBool, value: v.id}, fmt.Sprintf("b%d", v.id))
@@ -286,10 +351,7 @@ func (b *Builder) buildFusion(r int, group []int) (*fusion, error) {
 		}
 		return leaf(v, implicitStrides(v.shape, outDims))
 	}
-	for id := 0; id <= r; id++ {
-		if group[id] != r {
-			continue
-		}
+	for _, id := range members {
 		n := b.nodes[id]
 		f.ops++
 		var dst int
@@ -298,17 +360,39 @@ func (b *Builder) buildFusion(r int, group []int) (*fusion, error) {
 			dst = leaf(n.inputs[0], broadcastStrides(n.inputs[0].shape, outDims, n.attrs[1].([]int)))
 		case n.op == backends.OpTypeReshape:
 			dst = leaf(n.inputs[0], nil)
-		case n.op == backends.OpTypeConvertDType:
+		case boolConvert(n):
 			dst = boolLeaf(n.inputs[0])
+		case n.op == backends.OpTypeConvertDType:
+			a := operand(n.inputs[0])
+			if n.inputs[0].shape.DType == dtypes.Float32 && n.outputs[0].shape.DType == dtypes.BFloat16 {
+				dst = f.nregs
+				f.nregs++
+				f.instrs = append(f.instrs, fusedInstr{op: opCopy, a: a, b: -1, dst: dst, round: true})
+			} else {
+				// bfloat16 -> float32 is exact: the register already holds the float32 values.
+				dst = a
+			}
 		case fusedUnary[n.op]:
+			in := fusedInstr{op: n.op, a: operand(n.inputs[0]), b: -1, dst: f.nregs}
+			if n.outputs[0].shape.DType == dtypes.BFloat16 && !exactBF16Unary[n.op] {
+				in.table = bf16Table(n.op)
+			}
 			dst = f.nregs
 			f.nregs++
-			f.instrs = append(f.instrs, fusedInstr{op: n.op, a: operand(n.inputs[0]), b: -1, dst: dst})
+			f.instrs = append(f.instrs, in)
+		case n.op == backends.OpTypeWhere:
+			// A choice between two values of the output's type: nothing to round.
+			c, a, bb := boolLeaf(n.inputs[0]), operand(n.inputs[1]), operand(n.inputs[2])
+			dst = f.nregs
+			f.nregs++
+			f.instrs = append(f.instrs, fusedInstr{op: n.op, a: a, b: bb, cond: c, dst: dst, uniform: n.inputs[0].shape.Size() == 1})
 		case fusedBinary[n.op]:
 			a, bb := operand(n.inputs[0]), operand(n.inputs[1])
 			dst = f.nregs
 			f.nregs++
-			f.instrs = append(f.instrs, fusedInstr{op: n.op, a: a, b: bb, dst: dst})
+			// Max and Min of bfloat16 values are one of them: nothing to round.
+			round := n.outputs[0].shape.DType == dtypes.BFloat16 && n.op != backends.OpTypeMax && n.op != backends.OpTypeMin
+			f.instrs = append(f.instrs, fusedInstr{op: n.op, a: a, b: bb, dst: dst, round: round})
 		default:
 			return nil, fmt.Errorf("gobackend: computation %q: %s #%d in a fusion (bug)", b.name, n.op, n.id)
 		}
@@ -322,16 +406,23 @@ func (b *Builder) buildFusion(r int, group []int) (*fusion, error) {
 	return f, nil
 }
 
-// scalarConstant returns the value of a one-element float32 constant.
+// scalarConstant returns the value of a one-element float32 or bfloat16 constant (as float32:
+// exact for a bfloat16).
 func scalarConstant(v *value) (float32, bool) {
-	if v.node.op != backends.OpTypeConstant || v.shape.DType != dtypes.Float32 {
+	if v.node.op != backends.OpTypeConstant {
 		return 0, false
 	}
-	flat, ok := v.node.attrs[0].([]float32)
-	if !ok || len(flat) != 1 {
-		return 0, false
+	switch flat := v.node.attrs[0].(type) {
+	case []float32:
+		if len(flat) == 1 && v.shape.DType == dtypes.Float32 {
+			return flat[0], true
+		}
+	case []bfloat16.BFloat16:
+		if len(flat) == 1 && v.shape.DType == dtypes.BFloat16 {
+			return flat[0].Float32(), true
+		}
 	}
-	return flat[0], true
+	return 0, false
 }
 
 // rowMajorStrides returns the strides of a row-major array with dimensions dims.

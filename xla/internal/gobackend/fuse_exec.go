@@ -8,10 +8,12 @@ import (
 )
 
 // fuseRegs is one goroutine's registers for running fusions: fuseBlock floats each, grown to
-// the largest program seen, so steady-state execution allocates nothing.
+// the largest program seen, so steady-state execution allocates nothing; half is the bfloat16
+// staging block of a strided bfloat16 load.
 type fuseRegs struct {
 	bufs  [][]float32
 	views [][]float32
+	half  []uint16
 }
 
 func (r *fuseRegs) ensure(n int) {
@@ -21,28 +23,48 @@ func (r *fuseRegs) ensure(n int) {
 	if len(r.views) < n {
 		r.views = make([][]float32, n)
 	}
+	if r.half == nil {
+		r.half = make([]uint16, fuseBlock)
+	}
+}
+
+// fuseIO is the data of one run of a fusion: its output (out for float32, out16 for bfloat16)
+// and, by leaf, the flat data it reads (srcs for float32, hsrcs for bfloat16, bsrcs for bool;
+// nil for a folded constant).
+type fuseIO struct {
+	out   []float32
+	out16 []uint16
+	srcs  [][]float32
+	hsrcs [][]uint16
+	bsrcs [][]bool
+}
+
+func (io *fuseIO) size() int {
+	if io.out16 != nil {
+		return len(io.out16)
+	}
+	return len(io.out)
 }
 
 // minParallel is the output size from which a native elementwise or reduction operation is
 // split across goroutines: below it the start and join cost more than the work.
 const minParallel = 1 << 15
 
-// run computes the fusion into out; srcs[i] is the flat data of leaf i (nil for a folded
-// constant), bsrcs[i] that of a leafBool. It splits the output across the worker's team (one
-// part per fusion register set).
-func (f *fusion) run(out []float32, srcs [][]float32, bsrcs [][]bool, w *worker) error {
-	size := len(out)
+// runIO computes the fusion, splitting the output across the worker's team (one part per fusion
+// register set).
+func (f *fusion) runIO(io fuseIO, w *worker) error {
+	size := io.size()
 	parts := len(w.regs)
 	if size < minParallel {
 		parts = 1
 	}
 	if parts == 1 {
 		// Most fusions are small: no helper, and no closure that escapes (per-step garbage).
-		return catch(func() { f.runRange(out, srcs, bsrcs, &w.regs[0], 0, size) })
+		return catch(func() { f.runRange(&io, &w.regs[0], 0, size) })
 	}
 	// Chunks are whole blocks, so each part's blocks are the same as a serial run's.
 	blocks := (size + fuseBlock - 1) / fuseBlock
-	w.fuseJob = fuseJob{f: f, out: out, srcs: srcs, bsrcs: bsrcs, regs: w.regs, per: (blocks + parts - 1) / parts}
+	w.fuseJob = fuseJob{f: f, io: io, regs: w.regs, per: (blocks + parts - 1) / parts}
 	err := w.team.run(parts, &w.fuseJob)
 	w.fuseJob = fuseJob{}
 	return err
@@ -50,18 +72,16 @@ func (f *fusion) run(out []float32, srcs [][]float32, bsrcs [][]bool, w *worker)
 
 // fuseJob is a fusion split into parts; the worker keeps one, so splitting allocates nothing.
 type fuseJob struct {
-	f     *fusion
-	out   []float32
-	srcs  [][]float32
-	bsrcs [][]bool
-	regs  []fuseRegs
-	per   int // blocks per part
+	f    *fusion
+	io   fuseIO
+	regs []fuseRegs
+	per  int // blocks per part
 }
 
 func (j *fuseJob) part(p int) {
-	size := len(j.out)
+	size := j.io.size()
 	lo, hi := min(p*j.per*fuseBlock, size), min((p+1)*j.per*fuseBlock, size)
-	j.f.runRange(j.out, j.srcs, j.bsrcs, &j.regs[p], lo, hi)
+	j.f.runRange(&j.io, &j.regs[p], lo, hi)
 }
 
 // catch turns a panic of fn (a kernel bug) into an error, so it reaches the caller of Execute
@@ -76,9 +96,26 @@ func catch(fn func()) (err error) {
 	return nil
 }
 
-func (f *fusion) runRange(out []float32, srcs [][]float32, bsrcs [][]bool, r *fuseRegs, lo, hi int) {
+func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 	r.ensure(f.nregs)
 	last := len(f.instrs) - 1
+	// A scalar's register is filled once: instructions only write their own registers, so it
+	// holds the value for every block.
+	for i := range f.leaves {
+		l := &f.leaves[i]
+		if l.kind != leafScalar || lo >= hi {
+			continue
+		}
+		v := l.scalar
+		switch {
+		case l.value < 0:
+		case l.bf16:
+			v = widenBF16Scalar(io.hsrcs[i][0])
+		default:
+			v = io.srcs[i][0]
+		}
+		fill(r.bufs[l.reg][:min(fuseBlock, hi-lo)], v)
+	}
 	for b := lo; b < hi; b += fuseBlock {
 		e := min(b+fuseBlock, hi)
 		n := e - b
@@ -86,24 +123,32 @@ func (f *fusion) runRange(out []float32, srcs [][]float32, bsrcs [][]bool, r *fu
 			l := &f.leaves[i]
 			switch l.kind {
 			case leafDirect:
-				r.views[l.reg] = srcs[i][b:e]
-			case leafScalar:
-				v := l.scalar
-				if l.value >= 0 {
-					v = srcs[i][0]
+				if !l.bf16 {
+					r.views[l.reg] = io.srcs[i][b:e]
+					break
 				}
 				dst := r.bufs[l.reg][:n]
-				for j := range dst {
-					dst[j] = v
-				}
+				widenBF16(dst, io.hsrcs[i][b:e])
 				r.views[l.reg] = dst
+			case leafScalar:
+				r.views[l.reg] = r.bufs[l.reg][:n]
 			case leafStrided:
 				dst := r.bufs[l.reg][:n]
-				gatherStrided(dst, srcs[i], l.dims, l.strides, b)
+				if l.bf16 {
+					gatherStrided(r.half[:n], io.hsrcs[i], l.dims, l.strides, b)
+					widenBF16(dst, r.half[:n])
+				} else {
+					gatherStrided(dst, io.srcs[i], l.dims, l.strides, b)
+				}
 				r.views[l.reg] = dst
 			case leafBool:
 				dst := r.bufs[l.reg][:n]
-				src := bsrcs[i][b:e]
+				if src := io.bsrcs[i]; len(src) == 1 && hi > 1 { // a single condition (Where)
+					fill(dst, b2f(src[0]))
+					r.views[l.reg] = dst
+					break
+				}
+				src := io.bsrcs[i][b:e]
 				for j, t := range src {
 					dst[j] = 0
 					if t {
@@ -116,18 +161,42 @@ func (f *fusion) runRange(out []float32, srcs [][]float32, bsrcs [][]bool, r *fu
 		for k := range f.instrs {
 			in := &f.instrs[k]
 			var dst []float32
-			if k == last {
-				dst = out[b:e]
+			if k == last && io.out16 == nil {
+				dst = io.out[b:e]
 			} else {
 				dst = r.bufs[in.dst][:n]
 			}
 			a := r.views[in.a]
-			if in.b >= 0 {
+			switch {
+			case in.op == backends.OpTypeWhere && in.uniform:
+				// One condition for every element (the optimizer's keep-or-update): pass the
+				// chosen register on, copying only into the output.
+				src := r.views[in.b]
+				if r.views[in.cond][0] != 0 {
+					src = a
+				}
+				if k != last || io.out16 != nil {
+					r.views[in.dst] = src
+					continue
+				}
+				copy(dst, src)
+			case in.op == backends.OpTypeWhere:
+				selectF32(dst, r.views[in.cond], a, r.views[in.b])
+			case in.table != nil:
+				lookupBF16(in.table, dst, a)
+			case in.b >= 0 && in.round:
+				binaryBF16(in.op, dst, a, r.views[in.b])
+			case in.b >= 0:
 				binaryF32(in.op, dst, a, r.views[in.b])
-			} else {
+			case in.round: // float32 -> bfloat16
+				roundBF16(dst, a)
+			default:
 				unaryF32(in.op, dst, a)
 			}
 			r.views[in.dst] = dst
+		}
+		if io.out16 != nil {
+			narrowBF16(io.out16[b:e], r.views[f.instrs[last].dst])
 		}
 	}
 }
@@ -135,7 +204,7 @@ func (f *fusion) runRange(out []float32, srcs [][]float32, bsrcs [][]bool, r *fu
 // gatherStrided fills dst with the elements lo, lo+1, ... of a view over src with dimensions
 // dims and per-axis strides (0 repeats). The innermost axis is copied, filled or strided in a
 // tight loop.
-func gatherStrided(dst, src []float32, dims, strides []int, lo int) {
+func gatherStrided[T float32 | uint16 | int32](dst, src []T, dims, strides []int, lo int) {
 	k := len(dims)
 	var idxA [16]int
 	var idx []int
@@ -156,10 +225,7 @@ func gatherStrided(dst, src []float32, dims, strides []int, lo int) {
 		row := dst[p : p+cnt]
 		switch is {
 		case 0:
-			v := src[off]
-			for j := range row {
-				row[j] = v
-			}
+			fill(row, src[off])
 		case 1:
 			copy(row, src[off:off+cnt])
 		default:
@@ -184,6 +250,22 @@ func gatherStrided(dst, src []float32, dims, strides []int, lo int) {
 			off -= strides[a] * dims[a]
 			idx[a] = 0
 		}
+	}
+}
+
+// fill sets every element of dst to v. A long run is filled by doubling copies (memmove's vector
+// stores): several times faster than a store per element, and broadcasts of a column (the
+// softmax's row maximum and sum, over the vocabulary) are such runs.
+func fill[T any](dst []T, v T) {
+	if len(dst) < 32 {
+		for i := range dst {
+			dst[i] = v
+		}
+		return
+	}
+	dst[0] = v
+	for k := 1; k < len(dst); k *= 2 {
+		copy(dst[k:], dst[:k])
 	}
 }
 
@@ -225,26 +307,44 @@ func binaryF32(op backends.OpType, dst, a, b []float32) {
 }
 
 // unaryF32 computes dst = op(a) elementwise. Exp and Tanh use the vector kernels where the CPU
-// has them (within 2 ulps of the float64 result rounded once); the other transcendental
-// functions, and Exp and Tanh without the kernels, are evaluated in float64 and rounded once, as
-// simplego does.
+// has them (within 2 ulps of the float64 result rounded once); the other operations, and Exp
+// and Tanh without the kernels, are computed as simplego computes them (unaryRef).
 func unaryF32(op backends.OpType, dst, a []float32) {
 	a = a[:len(dst)]
 	switch op {
 	case opCopy:
 		copy(dst, a)
+		return
+	case backends.OpTypeExp:
+		if expF32Vec(dst, a) {
+			return
+		}
+	case backends.OpTypeTanh:
+		if tanhF32Vec(dst, a) {
+			return
+		}
+	}
+	unaryRef(op, dst, a)
+}
+
+// unaryRef computes dst = op(a) as simplego computes a float32 (or, before truncation, a
+// bfloat16) operation: the transcendental functions in float64, rounded once to float32; Abs
+// negates the negative values only (-0 and NaNs keep their sign).
+func unaryRef(op backends.OpType, dst, a []float32) {
+	a = a[:len(dst)]
+	switch op {
 	case backends.OpTypeNeg:
 		for i := range dst {
 			dst[i] = -a[i]
 		}
 	case backends.OpTypeAbs:
-		for i := range dst {
-			dst[i] = math.Float32frombits(math.Float32bits(a[i]) &^ (1 << 31))
+		for i, x := range a {
+			if x < 0 {
+				x = -x
+			}
+			dst[i] = x
 		}
 	case backends.OpTypeExp:
-		if expF32Vec(dst, a) {
-			return
-		}
 		for i := range dst {
 			dst[i] = float32(math.Exp(float64(a[i])))
 		}
@@ -253,9 +353,6 @@ func unaryF32(op backends.OpType, dst, a []float32) {
 			dst[i] = float32(math.Log(float64(a[i])))
 		}
 	case backends.OpTypeTanh:
-		if tanhF32Vec(dst, a) {
-			return
-		}
 		for i := range dst {
 			dst[i] = float32(math.Tanh(float64(a[i])))
 		}
@@ -280,4 +377,23 @@ func unaryF32(op backends.OpType, dst, a []float32) {
 	default:
 		panic(fmt.Sprintf("unaryF32: %s is not a fused operation", op))
 	}
+}
+
+// selectF32 sets dst[i] to a[i] where cond[i] is 1 and to b[i] where it is 0 (Where). It reads
+// element i of every operand before writing element i of dst, so dst may be one of them.
+func selectF32(dst, cond, a, b []float32) {
+	cond, a, b = cond[:len(dst)], a[:len(dst)], b[:len(dst)]
+	for i, c := range cond {
+		// Branch-free: masks may change at every element (attention's causal mask).
+		m := -(math.Float32bits(c) >> 29 & 1) // all ones where c is 1.0 (0x3f800000), none where 0
+		dst[i] = math.Float32frombits(math.Float32bits(a[i])&m | math.Float32bits(b[i])&^m)
+	}
+}
+
+// b2f is a bool as 0 or 1.
+func b2f(t bool) float32 {
+	if t {
+		return 1
+	}
+	return 0
 }

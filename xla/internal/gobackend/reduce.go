@@ -7,22 +7,29 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 )
 
-// reducePlan is a float32 ReduceSum or ReduceMax whose reduced axes are adjacent once axes of
-// dimension 1 are dropped, i.e. the operand viewed as [outer, reduced, inner] (the softmax and
-// layer-norm rows, the bias gradients, the loss means). Other reductions stay on simplego.
+// reducePlan is a float32 or bfloat16 ReduceSum or ReduceMax whose reduced axes are adjacent
+// once axes of dimension 1 are dropped, i.e. the operand viewed as [outer, reduced, inner] (the
+// softmax and layer-norm rows, the bias gradients, the loss means). Other reductions stay on
+// simplego.
 //
-// Each output element accumulates its inputs in increasing order, the order simplego uses,
-// so the results are bitwise simplego's.
+// Each output element accumulates its inputs in increasing order, the order simplego uses, and
+// a bfloat16 one accumulates as simplego does, in bfloat16: every partial sum is truncated
+// (bf16.go). A maximum starts from -Inf, simplego's lowest value of both types (a row of -Inf
+// gives -Inf). So the results are bitwise simplego's.
 type reducePlan struct {
 	op                backends.OpType // ReduceSum or ReduceMax
 	outer, red, inner int
-	in, out           int // value ids
+	in, out           int  // value ids
+	bf16              bool // bfloat16 operand and result
 }
 
 // planReduce returns the plan of n, or nil if n is not a native reduction.
 func planReduce(n *node) *reducePlan {
-	if (n.op != backends.OpTypeReduceSum && n.op != backends.OpTypeReduceMax) ||
-		n.inputs[0].shape.DType != dtypes.Float32 || n.outputs[0].shape.DType != dtypes.Float32 {
+	if n.op != backends.OpTypeReduceSum && n.op != backends.OpTypeReduceMax {
+		return nil
+	}
+	dt := n.inputs[0].shape.DType
+	if !fusedDType(n, dt) || n.outputs[0].shape.DType != dt {
 		return nil
 	}
 	axes, ok := n.attrs[0].([]int)
@@ -46,7 +53,7 @@ func planReduce(n *node) *reducePlan {
 	// Walk the axes: outer (not reduced) until the first reduced one of dimension > 1, then the
 	// reduced run, then inner; a kept axis of dimension > 1 inside the run ends it, and a later
 	// reduced axis of dimension > 1 makes the reduction non-adjacent.
-	p := &reducePlan{op: n.op, outer: 1, red: 1, inner: 1, in: n.inputs[0].id, out: n.outputs[0].id}
+	p := &reducePlan{op: n.op, outer: 1, red: 1, inner: 1, in: n.inputs[0].id, out: n.outputs[0].id, bf16: dt == dtypes.BFloat16}
 	phase := 0 // 0 outer, 1 reduced, 2 inner
 	for a, d := range dims {
 		if d == 1 {
@@ -71,16 +78,26 @@ func planReduce(n *node) *reducePlan {
 	return p
 }
 
-// run reduces in into out, splitting the outer rows (or, for a single row, the inner columns)
-// across threads goroutines (started and joined here).
+// run reduces float32 in into out, splitting the outer rows (or, for a single row, the inner
+// columns) across the worker's team.
 func (p *reducePlan) run(out, in []float32, w *worker) error {
+	return p.runJob(reduceJob{p: p, out: out, in: in}, w)
+}
+
+// runBF16 reduces bfloat16 in into out (their bits), split as run splits.
+func (p *reducePlan) runBF16(out, in []uint16, w *worker) error {
+	return p.runJob(reduceJob{p: p, out16: out, in16: in, regs: w.regs}, w)
+}
+
+func (p *reducePlan) runJob(job reduceJob, w *worker) error {
 	threads := len(w.regs)
 	if p.outer*p.red*p.inner < minParallel || threads <= 1 {
 		// No helper, and no closure that escapes (per-step garbage).
-		return catch(func() { p.rows(out, in, 0, p.outer, 0, p.inner) })
+		return catch(func() { job.rows(0, 0, p.outer, 0, p.inner) })
 	}
 	j := &w.reduceJob
-	*j = reduceJob{p: p, out: out, in: in, byOuter: p.outer >= threads}
+	*j = job
+	j.byOuter = p.outer >= threads
 	if j.byOuter {
 		j.per = (p.outer + threads - 1) / threads
 	} else {
@@ -91,24 +108,36 @@ func (p *reducePlan) run(out, in []float32, w *worker) error {
 	return err
 }
 
-// reduceJob is a reduction split over its outer (or, if they are fewer than the parts, inner)
-// positions; the worker keeps one, so splitting allocates nothing.
+// reduceJob is a reduction (float32 out and in, or bfloat16 out16 and in16) split over its outer
+// (or, if they are fewer than the parts, inner) positions; the worker keeps one, so splitting
+// allocates nothing. A bfloat16 part accumulates in its fusion registers regs[part].
 type reduceJob struct {
-	p       *reducePlan
-	out, in []float32
-	byOuter bool
-	per     int
+	p           *reducePlan
+	out, in     []float32
+	out16, in16 []uint16
+	regs        []fuseRegs
+	byOuter     bool
+	per         int
 }
 
 func (j *reduceJob) part(t int) {
 	p := j.p
 	if j.byOuter {
 		lo, hi := min(t*j.per, p.outer), min((t+1)*j.per, p.outer)
-		p.rows(j.out, j.in, lo, hi, 0, p.inner)
+		j.rows(t, lo, hi, 0, p.inner)
 		return
 	}
 	lo, hi := min(t*j.per, p.inner), min((t+1)*j.per, p.inner)
-	p.rows(j.out, j.in, 0, p.outer, lo, hi)
+	j.rows(t, 0, p.outer, lo, hi)
+}
+
+// rows computes part t's outputs [o, i] for o in [olo, ohi) and i in [ilo, ihi).
+func (j *reduceJob) rows(t, olo, ohi, ilo, ihi int) {
+	if j.p.bf16 {
+		j.p.rowsBF16(j.out16, j.in16, &j.regs[t], olo, ohi, ilo, ihi)
+		return
+	}
+	j.p.rows(j.out, j.in, olo, ohi, ilo, ihi)
 }
 
 // rows computes outputs [o, i] for o in [olo, ohi) and i in [ilo, ihi).
@@ -118,7 +147,7 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 	}
 	init := float32(0)
 	if p.op == backends.OpTypeReduceMax {
-		init = -math.MaxFloat32 // simplego's initial value (the lowest finite float32)
+		init = float32(math.Inf(-1)) // simplego's initial value (dtypes.Float32.LowestValue)
 	}
 	for o := olo; o < ohi; o++ {
 		dst := out[o*p.inner+ilo : o*p.inner+ihi]
@@ -131,9 +160,7 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 					acc += v
 				}
 			} else {
-				for _, v := range row {
-					acc = max(acc, v)
-				}
+				acc = maxRow(acc, row)
 			}
 			dst[0] = acc
 			continue
@@ -155,4 +182,69 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 			}
 		}
 	}
+}
+
+// rowsBF16 is rows for bfloat16: simplego's accumulator is a bfloat16, so every partial sum is
+// truncated. Across the inner axis the accumulators are a block of float32 registers (r.bufs[0],
+// the widened input row r.bufs[1]), so the vector kernels do the work.
+func (p *reducePlan) rowsBF16(out, in []uint16, r *fuseRegs, olo, ohi, ilo, ihi int) {
+	if olo >= ohi || ilo >= ihi {
+		return
+	}
+	sum := p.op == backends.OpTypeReduceSum
+	init := float32(0)
+	if !sum {
+		init = float32(math.Inf(-1)) // simplego's initial value (dtypes.BFloat16.LowestValue)
+	}
+	r.ensure(2)
+	for o := olo; o < ohi; o++ {
+		base := o * p.red * p.inner
+		if p.inner == 1 {
+			acc := init
+			if sum {
+				for _, h := range in[base : base+p.red] {
+					acc = truncBF16(acc + widenBF16Scalar(h))
+				}
+			} else {
+				row := r.bufs[0][:min(p.red, fuseBlock)]
+				for k := 0; k < p.red; k += len(row) {
+					part := row[:min(len(row), p.red-k)]
+					widenBF16(part, in[base+k:base+k+len(part)])
+					acc = maxRow(acc, part)
+				}
+			}
+			out[o] = uint16(math.Float32bits(acc) >> 16)
+			continue
+		}
+		for j0 := ilo; j0 < ihi; j0 += fuseBlock {
+			j1 := min(j0+fuseBlock, ihi)
+			acc, row := r.bufs[0][:j1-j0], r.bufs[1][:j1-j0]
+			fill(acc, init)
+			for k := range p.red {
+				widenBF16(row, in[base+k*p.inner+j0:base+k*p.inner+j1])
+				if sum {
+					binaryBF16(backends.OpTypeAdd, acc, acc, row)
+				} else {
+					binaryF32(backends.OpTypeMax, acc, acc, row)
+				}
+			}
+			narrowBF16(out[o*p.inner+j0:o*p.inner+j1], acc)
+		}
+	}
+}
+
+// maxRow returns the maximum of init and row as Go's max computes it pairwise. A maximum does not
+// depend on the order it is taken in (Go's max returns NaN if any operand is NaN, and +0 for
+// -0 and +0 either way), so four independent running maxima hide the latency of each.
+func maxRow(init float32, row []float32) float32 {
+	m0, m1, m2, m3 := init, init, init, init
+	i := 0
+	for ; i+4 <= len(row); i += 4 {
+		r := row[i : i+4 : i+4]
+		m0, m1, m2, m3 = max(m0, r[0]), max(m1, r[1]), max(m2, r[2]), max(m3, r[3])
+	}
+	for ; i < len(row); i++ {
+		m0 = max(m0, row[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
 }

@@ -1,9 +1,11 @@
+//go:build amd64 && !purego
+
 package gobackend
 
 import "golang.org/x/sys/cpu"
 
-// vecAVX2 selects the AVX2 elementwise kernels (vec_amd64.s); it is read once from the CPU's
-// features and never changes.
+// vecAVX2 selects the AVX2 elementwise kernels (vec_amd64.s, vec_bf16_amd64.s); it is read once
+// from the CPU's features and never changes.
 var vecAVX2 = cpu.X86.HasAVX2
 
 //go:noescape
@@ -98,6 +100,79 @@ func padded(k unaryKernel, dst, a []float32) bool {
 		copy(tmp[:], a[m:n])
 		k.call(&tmp[0], &tmp[0], 8)
 		copy(dst[m:n], tmp[:])
+	}
+	return true
+}
+
+//go:noescape
+func widenBF16AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func narrowBF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func roundBF16AVX2(dst, src *float32, n int)
+
+// widenBF16Vec widens src into dst (the same length) with the AVX2 kernel and reports whether it
+// could.
+func widenBF16Vec(dst []float32, src []uint16) bool {
+	if !vecAVX2 || len(dst) == 0 {
+		return false
+	}
+	widenBF16AVX2(&dst[0], &src[0], len(dst))
+	return true
+}
+
+// narrowBF16Vec truncates src into dst (the same length) with the AVX2 kernel and reports
+// whether it could.
+func narrowBF16Vec(dst []uint16, src []float32) bool {
+	if !vecAVX2 || len(dst) == 0 {
+		return false
+	}
+	narrowBF16AVX2(&dst[0], &src[0], len(dst))
+	return true
+}
+
+// roundBF16Vec truncates src to bfloat16 values into dst (the same length) with the AVX2 kernel
+// and reports whether it could.
+func roundBF16Vec(dst, src []float32) bool {
+	if !vecAVX2 || len(dst) == 0 {
+		return false
+	}
+	roundBF16AVX2(&dst[0], &src[0], len(dst))
+	return true
+}
+
+//go:noescape
+func addBF16AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func subBF16AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func mulBF16AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func divBF16AVX2(dst, a, b *float32, n int)
+
+// binaryBF16Vec computes dst = a op b truncated to bfloat16 (as float32) with the AVX2 kernels and
+// reports whether it could.
+func binaryBF16Vec(op opKind, dst, a, b []float32) bool {
+	n := len(dst)
+	if !vecAVX2 || n == 0 || len(a) < n || len(b) < n {
+		return false
+	}
+	switch op {
+	case vecAdd:
+		addBF16AVX2(&dst[0], &a[0], &b[0], n)
+	case vecSub:
+		subBF16AVX2(&dst[0], &a[0], &b[0], n)
+	case vecMul:
+		mulBF16AVX2(&dst[0], &a[0], &b[0], n)
+	case vecDiv:
+		divBF16AVX2(&dst[0], &a[0], &b[0], n)
+	default:
+		return false
 	}
 	return true
 }

@@ -1,3 +1,5 @@
+//go:build amd64 && !purego
+
 #include "textflag.h"
 
 // Elementwise float32 kernels for fusions (vec_amd64.go): dst[i] = a[i] OP b[i] for i < n,

@@ -1,3 +1,5 @@
+//go:build amd64 && !purego
+
 #include "textflag.h"
 
 DATA expLo<>+0(SB)/4, $0xc2d00000

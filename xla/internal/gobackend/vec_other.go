@@ -1,15 +1,30 @@
-//go:build !amd64
+//go:build !amd64 || purego
 
 package gobackend
 
-// binaryF32Vec has no vector kernels on this architecture: the portable loops run.
+// Without the assembly kernels (another architecture, or the purego build tag) the portable
+// loops run.
+
+// binaryF32Vec has no vector kernels here: the portable loops run.
 func binaryF32Vec(opKind, []float32, []float32, []float32) bool { return false }
 
 // vecEnabled reports whether the vector kernels run (tests log it).
 func vecEnabled() bool { return false }
 
-// expF32Vec has no vector kernel on this architecture: float64 math.Exp runs.
+// expF32Vec has no vector kernel here: float64 math.Exp runs.
 func expF32Vec([]float32, []float32) bool { return false }
 
-// tanhF32Vec has no vector kernel on this architecture: float64 math.Tanh runs.
+// tanhF32Vec has no vector kernel here: float64 math.Tanh runs.
 func tanhF32Vec([]float32, []float32) bool { return false }
+
+// widenBF16Vec has no vector kernel here.
+func widenBF16Vec([]float32, []uint16) bool { return false }
+
+// narrowBF16Vec has no vector kernel here.
+func narrowBF16Vec([]uint16, []float32) bool { return false }
+
+// roundBF16Vec has no vector kernel here.
+func roundBF16Vec([]float32, []float32) bool { return false }
+
+// binaryBF16Vec has no vector kernels here.
+func binaryBF16Vec(opKind, []float32, []float32, []float32) bool { return false }

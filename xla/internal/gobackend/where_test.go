@@ -1,0 +1,84 @@
+package gobackend
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/gomlx/gomlx/backends"
+)
+
+// TestFusedWhere: Where runs inside fusions with simplego's bits — an optimizer-style
+// keep-or-update under a single condition (both ways), and a selection under a full-size
+// condition computed by a comparison — in float32 and bfloat16, on awkward sizes.
+func TestFusedWhere(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, dims := range [][]int{{1}, {7}, {3, 129}, {5, 130, 129}} {
+		n := 1
+		for _, d := range dims {
+			n *= d
+		}
+		for _, bf16 := range []bool{false, true} {
+			for _, ok := range []bool{true, false} {
+				values := func() any {
+					if bf16 {
+						return bf16Values(rng, n)
+					}
+					return f32Values(rng, n)
+				}
+				prog := func(bld backends.Builder, must func(backends.Op, error) backends.Op, p []backends.Op) []backends.Op {
+					m, g, keep := p[0], p[1], p[2]
+					upd := must(bld.Add(must(bld.Mul(m, m)), g))
+					sel := must(bld.Where(must(bld.GreaterThan(m, g)), m, must(bld.Sub(g, m))))
+					return []backends.Op{must(bld.Where(keep, upd, m)), sel}
+				}
+				args := []arg{{values(), dims}, {values(), dims}, {[]bool{ok}, nil}}
+				what := fmt.Sprintf("%v bf16=%v ok=%v", dims, bf16, ok)
+				st := matchSimpleGo(t, what, prog, args)
+				if st.Segments != 0 {
+					t.Fatalf("%s: %+v, want no fallback segment (Where fused)", what, st)
+				}
+			}
+		}
+	}
+}
+
+// TestFusedWhereInPlace: a keep-or-update whose old value is donated and read last there writes
+// the new value over the old one.
+func TestFusedWhereInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	dims := []int{3, 129}
+	prog := func(bld backends.Builder, must func(backends.Op, error) backends.Op, p []backends.Op) []backends.Op {
+		return []backends.Op{must(bld.Where(p[2], must(bld.Add(must(bld.Mul(p[0], p[0])), p[1])), p[0]))}
+	}
+	args := []arg{{f32Values(rng, 3*129), dims}, {f32Values(rng, 3*129), dims}, {[]bool{true}, nil}}
+	sg := newSimpleGo(t)
+	want := execute(t, sg, compileProgram(t, sg, prog, args), args, nil)
+	gb := newGotpu(t, Config{})
+	exec := compileProgram(t, gb, prog, args)
+	var in []backends.Buffer
+	for _, a := range args {
+		buf, err := gb.BufferFromFlatData(0, a.flat, a.shape())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, buf)
+	}
+	mData, err := gb.BufferData(in[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := exec.Execute(in, []bool{true, false, false}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outData, err := gb.BufferData(outs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.SliceData(outData.([]float32)) != unsafe.SliceData(mData.([]float32)) {
+		t.Errorf("the update went to a new buffer, not over the donated old value")
+	}
+	assertBitwise(t, "in place", flatOf(t, gb, outs[0]), want[0])
+}
