@@ -16,6 +16,7 @@ help:
 	@echo "  make test-race  go test -race ./..."
 	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
+	@echo "  make bench-124m only the second: GPT-2 124M steps, gotpu float32/bf16 vs PyTorch float32/bf16 autocast: ms/step, tokens/s, peak RSS, FMA peak (~15 min)"
 	@echo "  make lint       gofmt, go vet and staticcheck (pinned in go.mod, config in staticcheck.conf)"
 	@echo "  make build      go build ./... with and without the noxla tag"
 	@echo "  make golden     rewrite testdata/golden (StableHLO of the 8-replica and FSDP GPT-2 train steps) after an intended change"
@@ -59,7 +60,7 @@ test-race:
 # prefetch vs none, Go vs HF's Rust tokenizer). The full set takes ~25 minutes; `make bench-pytorch`
 # runs only the first (~3).
 .PHONY: bench
-bench: bench-pytorch
+bench: bench-pytorch bench-124m
 	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./trainer/step
 	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
@@ -71,6 +72,16 @@ bench: bench-pytorch
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench LoRAvsFull -benchtime 1x -timeout 30m ./trainer
 	data/tokenizer/bench/compare.sh
+
+# Issue #22's comparison at real model size: GPT-2 124M (trainer/step/testdata/gpt2_124m_config.json,
+# HF init, dropout 0, batch 2 x seq 512, AdamW, clipping 1.0), each run its own process: gotpu's CPU
+# backend in float32 and bf16 mixed precision, PyTorch (bench_124m.py) in float32 and bf16 autocast;
+# medians of BENCH_ROUNDS rounds of ms/step, tokens/s and peak RSS, gotpu's GFLOP/s against the FMA
+# peak measured in the same run, the same-run ratios, and the bf16 loss after 20 steps vs float32's.
+BENCH_ROUNDS ?= 3
+.PHONY: bench-124m
+bench-124m:
+	GOTPU_BENCH_ROUNDS=$(BENCH_ROUNDS) $(GO) test -run '^$$' -bench 'GPT2Small' -benchtime 1x -timeout 120m ./trainer/step
 
 # Issue #7's comparison: the benchmark GPT-2 (vocab 8192, d 256, 4 layers, 4 heads, batch 8 x seq
 # 128, AdamW, f32) trained on gotpu's CPU backend, on simplego and, when Debian's python3-torch is
