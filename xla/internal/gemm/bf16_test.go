@@ -499,7 +499,7 @@ func TestStoreBF16(t *testing.T) {
 // TestBF16PathsBitwise: the AVX512-BF16 kernel adds the products in k order
 // (the pair's first value is in the high half, which VDPBF16PS adds first), so
 // on values without denormals it gives the widening path's bits exactly — on
-// every layout, odd and even K (513 crosses a 512-value block), float32 and
+// every layout, odd and even K (513 crosses two 256-value kc blocks), float32 and
 // bfloat16 outputs, and with Accumulate.
 func TestBF16PathsBitwise(t *testing.T) {
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 package gobackend
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -46,32 +47,8 @@ func geluLike(t *testing.T, b backends.Backend, readLate bool, extra bool) backe
 func TestRematerializeElementwiseChain(t *testing.T) {
 	gb := newGotpu(t, Config{})
 	rng := rand.New(rand.NewPCG(11, 12))
-	in := make([][]float32, 2)
-	for i := range in {
-		in[i] = make([]float32, 3*129)
-		for j := range in[i] {
-			in[i][j] = float32(rng.NormFloat64())
-		}
-	}
-	exec := func(e backends.Executable) [][]float32 {
-		var bufs []backends.Buffer
-		for _, x := range in {
-			buf, err := gb.BufferFromFlatData(0, slices.Clone(x), shapes.Make(dtypes.Float32, 3, 129))
-			if err != nil {
-				t.Fatal(err)
-			}
-			bufs = append(bufs, buf)
-		}
-		outs, err := e.Execute(bufs, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res [][]float32
-		for _, o := range outs {
-			res = append(res, flat(t, gb, o))
-		}
-		return res
-	}
+	dims := []int{3, 129}
+	args := []arg{{f32Values(rng, 3*129), dims}, {f32Values(rng, 3*129), dims}}
 
 	// x is read after the backward reader: x2 and t are recomputed where they are read (three
 	// fusions: y, g and z), not held from the forward pass to the backward one (five).
@@ -84,13 +61,10 @@ func TestRematerializeElementwiseChain(t *testing.T) {
 		t.Errorf("x not read late: %+v, want 4 fusions (x2 and t materialized)", st)
 	}
 	// Bitwise the values computed from materialized intermediates (they are outputs here).
-	got, want := exec(late), exec(geluLike(t, gb, true, true))
+	got := execute(t, gb, late, args, nil)
+	want := execute(t, gb, geluLike(t, gb, true, true), args, nil)
 	for i := range got {
-		for j := range got[i] {
-			if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
-				t.Fatalf("output %d[%d] = %g recomputed, %g from materialized intermediates", i, j, got[i][j], want[i][j])
-			}
-		}
+		assertBitwise(t, fmt.Sprintf("output %d recomputed vs from materialized intermediates", i), got[i], want[i])
 	}
 }
 
