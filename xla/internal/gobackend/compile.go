@@ -35,6 +35,7 @@ type nativeOp struct {
 	red   *reducePlan    // ReduceSum or ReduceMax
 	trans *transposePlan // Transpose
 	cmp   *comparePlan   // a comparison (compare.go)
+	cp    *copyPlan      // Reshape, Identity or Slice (view.go)
 	ar    *allReducePlan // AllReduce: reads[i] reduced across replicas into outs[i]
 	rows  bool           // with ar: a row gather (gather.go) of reads[0] by the mask reads[1] into outs[0]
 	rng   *rngPlan       // RNGBitGenerator: reads[0] the state, outs the new state and the bits
@@ -186,6 +187,10 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			p := &transposePlan{dims: n.inputs[0].shape.Dimensions, perm: n.attrs[0].([]int),
 				bf16: n.outputs[0].shape.DType == dtypes.BFloat16}
 			native[n.id] = &nativeOp{trans: p, reads: []int{n.inputs[0].id}, out: n.outputs[0].id, name: n.op.String()}
+		} else if p := planCopy(n); p != nil && (n.inputs[0].node.op == backends.OpTypeParameter || native[n.inputs[0].node.id] != nil) {
+			// Only of a buffer a native step or the caller makes: one a segment makes is
+			// reshaped there, and a constant is replayed where it is read.
+			native[n.id] = &nativeOp{cp: p, reads: []int{n.inputs[0].id}, out: n.outputs[0].id, name: n.op.String()}
 		}
 	}
 	isNative := func(id int) bool { return native[id] != nil || absorbed[id] }
@@ -324,6 +329,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		}
 	}
 	e.lastUse = lastUse
+	e.planLocal()
 	e.planSpares()
 
 	e.nodes = len(b.nodes)
@@ -445,6 +451,12 @@ type Executable struct {
 	nodes        int
 	isOutput     []bool
 	lastUse      []int
+	// local marks the values held in an execution's arena (arena.go) at localOff, in a block of
+	// arenaSize bytes; localRoot is the value whose place each shares (itself if its own).
+	local     []bool
+	localOff  []int64
+	localRoot []int
+	arenaSize int64
 	// sharedSteps counts the steps SPMD executions ran once for all replicas (spmd.go), for tests
 	// and benchmarks.
 	sharedSteps atomic.Int64
@@ -458,12 +470,17 @@ type Executable struct {
 	spareMu  sync.Mutex
 	spare    map[spareKey][]backends.Buffer
 	spareCap map[spareKey]int
+	// spareTakes counts the buffers of each shape the running executions took (trimSpares).
+	spareTakes map[spareKey]int
 }
 
 // valueTable is one execution's buffers and ownership by value id.
 type valueTable struct {
 	env   []backends.Buffer
 	owned []bool
+	// local holds the views of the table's arena (arena.go), made at its first execution that
+	// uses one.
+	local []localBuf
 }
 
 // table returns a cleared value table.
@@ -526,6 +543,7 @@ type Stats struct {
 	Reductions     int // native reductions
 	Transposes     int // native transposes
 	Comparisons    int // native comparisons
+	Copies         int // native reshapes, identities and slices (most of them free: view.go)
 	AllReduces     int // all-reduces
 	AllGathers     int // all-gathers recognised in all-reduces (row gathers, gather.go)
 	RNGs           int // random bit generators
@@ -558,6 +576,8 @@ func (e *Executable) Stats() Stats {
 			s.Transposes++
 		case nat.cmp != nil:
 			s.Comparisons++
+		case nat.cp != nil:
+			s.Copies++
 		case nat.ar != nil && nat.rows:
 			s.AllGathers++
 		case nat.ar != nil:

@@ -59,6 +59,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		}
 		bufs[k] = bb
 	}
+	defer e.trimSpares()
 	if n > 1 {
 		return e.executeSPMD(bufs, donate, devs)
 	}
@@ -127,6 +128,15 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 	} else {
 		defer e.putTable(tab) // after the cleanup below (deferred calls run last-in first-out)
 	}
+	// The arena holds the intermediates only native operations read (but those the replicas of an
+	// SPMD execution share: inArena).
+	var local []localBuf
+	if e.arenaSize > 0 {
+		if tab.local == nil {
+			tab.local = e.arenaViews()
+		}
+		local = tab.local
+	}
 	for i, buf := range inputs {
 		v := e.inputs[i]
 		env[v] = buf
@@ -142,7 +152,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 			return
 		}
 		for v, buf := range env {
-			if buf != nil && owned[v] {
+			if buf != nil && owned[v] && !isLocal(buf) {
 				_ = sg.BufferFinalize(buf)
 			}
 		}
@@ -169,7 +179,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 		sharedStep := sh != nil && sh.step[i]
 		// Replica 0 runs a shared step for all; the others only drop what it was the last to read.
 		if !sharedStep || leader {
-			if err := e.runStep(i, st, r, c, sh, env, owned, sharedStep, &w, &wAll, threads); err != nil {
+			if err := e.runStep(i, st, r, c, sh, env, owned, local, sharedStep, &w, &wAll, threads); err != nil {
 				return nil, err
 			}
 		}
@@ -214,7 +224,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 	// Whatever is left and owned (inputs donated but never read, repeated outputs' originals) is
 	// freed, and this replica lets go of the shared collective results it still holds.
 	for v, buf := range env {
-		if buf != nil && (owned[v] || c.release(buf)) {
+		if buf != nil && !isLocal(buf) && (owned[v] || c.release(buf)) {
 			_ = sg.BufferFinalize(buf)
 		}
 	}
@@ -224,7 +234,7 @@ func (e *Executable) run(r int, c *collectives, sh *shared, inputs []backends.Bu
 // runStep runs step i of replica r. w and wAll are the replica's workers for its own and for
 // shared steps, taken at first use.
 func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, env []backends.Buffer, owned []bool,
-	sharedStep bool, w, wAll **worker, threads int) (err error) {
+	local []localBuf, sharedStep bool, w, wAll **worker, threads int) (err error) {
 	if sh != nil && r != 0 {
 		if err := sh.fetch(st, env); err != nil {
 			return err
@@ -249,7 +259,7 @@ func (e *Executable) runStep(i int, st step, r int, c *collectives, sh *shared, 
 				return err
 			}
 		}
-		err = e.runNative(i, sh, st.nat, *wk, env, owned)
+		err = e.runNative(i, sh, st.nat, *wk, env, owned, local)
 	}
 	if err == nil && sharedStep {
 		sh.publish(i, st, owned)
@@ -359,9 +369,10 @@ func (e *Executable) runSegment(stepIdx int, seg *segment, env []backends.Buffer
 }
 
 // runNative runs native operation stepIdx — a product on the GEMM, or a fusion, reduction,
-// transpose or comparison of any of their types (runFlat) — into a new buffer, or, for a fusion,
-// into the buffer of an operand it is the last reader of (inPlace).
-func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker, env []backends.Buffer, owned []bool) error {
+// transpose or comparison of any of their types (runFlat) — into its place in the arena (local:
+// the execution's arena views, nil without one), a new buffer, or, for a fusion, the buffer of an
+// operand it is the last reader of (inPlace).
+func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker, env []backends.Buffer, owned []bool, local []localBuf) error {
 	sg := e.backend.sg
 	in := w.in[:0]
 	defer func() { clear(w.in[:cap(w.in)]); w.in = in[:0] }() // no references kept past the operation
@@ -370,7 +381,7 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 		if env[v] == nil {
 			return fmt.Errorf("gobackend: %q: %s reads a value (#%d) that is not computed (bug)", e.name, nat.name, v)
 		}
-		d, err := sg.BufferData(env[v])
+		d, err := bufferData(sg, env[v])
 		if err != nil {
 			return fmt.Errorf("gobackend: %q: %s operand %d: %w", e.name, nat.name, i, err)
 		}
@@ -381,14 +392,25 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 	var out any
 	var err error
 	reuse := -1
-	if nat.fus != nil {
-		reuse = e.inPlace(stepIdx, sh, nat.fus, owned)
+	if local != nil && e.inArena(nat.out, sh) {
+		// Its place was planned, over an operand's where the fusion writes in place (planLocal).
+		buf, out = &local[nat.out], local[nat.out].flat
+		if nat.cp != nil && nat.cp.alias && e.inArena(nat.reads[0], sh) {
+			env[nat.out], owned[nat.out] = buf, true // the operand's place: nothing to copy
+			return nil
+		}
+	} else if nat.fus != nil {
+		reuse = e.inPlace(stepIdx, sh, nat.fus, owned, local != nil)
 	}
-	if reuse >= 0 {
+	switch {
+	case buf != nil:
+	case reuse >= 0:
 		buf, out = env[reuse], in[slices.Index(nat.reads, reuse)]
 		env[reuse], owned[reuse] = nil, false // the output now; not released after this step
-	} else if buf, out, err = e.newBuffer(outShape); err != nil {
-		return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
+	default:
+		if buf, out, err = e.newBuffer(outShape); err != nil {
+			return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
+		}
 	}
 	if nat.dot != nil {
 		// Execute has no context (the backends interface has none); products are not cancellable.
@@ -400,7 +422,9 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 		err = perr
 	}
 	if err != nil {
-		_ = sg.BufferFinalize(buf)
+		if !isLocal(buf) {
+			_ = sg.BufferFinalize(buf)
+		}
 		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
 	}
 	env[nat.out], owned[nat.out] = buf, true
@@ -454,12 +478,13 @@ func (e *Executable) runGatherRows(r int, c *collectives, nat *nativeOp, env []b
 // It saves a buffer wherever a chain ends the life of its input — an optimizer update writing
 // the new weight, moment or variance over the old one, a gradient over the activation it was
 // computed from — which is most of the memory a training step would otherwise hold twice.
-func (e *Executable) inPlace(stepIdx int, sh *shared, f *fusion, owned []bool) int {
+func (e *Executable) inPlace(stepIdx int, sh *shared, f *fusion, owned []bool, arena bool) int {
 	want := e.valueShapes[f.out]
 	for _, l := range f.leaves {
 		v := l.value
 		if l.kind != leafDirect || v < 0 || !owned[v] || e.lastUse[v] != stepIdx || e.isOutput[v] || !e.valueShapes[v].Equal(want) ||
-			sh != nil && sh.value[v] { // other replicas may be reading a shared value
+			sh != nil && sh.value[v] || // other replicas may be reading a shared value
+			arena && e.inArena(v, sh) { // its place in the arena is not a buffer the result can keep
 			continue
 		}
 		if f.overwritable(v) {

@@ -29,8 +29,10 @@ func (nat *nativeOp) runFlat(w *worker, in []any, out any) error {
 	case nat.trans != nil:
 		transpose(out.([]float32), in[0].([]float32), nat.trans.dims, nat.trans.perm)
 		return nil
+	case nat.cp != nil:
+		return nat.cp.run(in[0], out)
 	}
-	return fmt.Errorf("%s is not a fusion, reduction, transpose or comparison (bug)", nat.name)
+	return fmt.Errorf("%s is not a fusion, reduction, transpose, comparison or copy (bug)", nat.name)
 }
 
 // runFlat runs the fusion on the flat data in of the values reads into out ([]float32 or

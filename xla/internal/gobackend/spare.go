@@ -13,8 +13,8 @@ import (
 // processors never look at — so an execution that moved allocates anew, and the resident set
 // grows by that garbage until the next collection. The executable therefore keeps freed buffers
 // of its native outputs' shapes itself, at most as many per shape as it has native outputs of
-// that shape (so what it keeps is bounded by one execution's native outputs); other buffers go
-// back to simplego. Finalize hands the kept ones back too.
+// that shape outside the arena (arena.go), and no more than the last execution took
+// (trimSpares); other buffers go back to simplego. Finalize hands the kept ones back too.
 
 // maxSpareRank bounds the shapes kept (higher ranks go back to simplego's pool).
 const maxSpareRank = 6
@@ -41,17 +41,39 @@ func (e *Executable) planSpares() {
 		if st.nat == nil || st.nat.out < 0 {
 			continue
 		}
+		if e.local[st.nat.out] && e.replicas == 1 {
+			continue // held in the arena; only replicas sharing values put such values in buffers
+		}
 		if k, ok := keyOf(e.valueShapes[st.nat.out]); ok {
 			e.spareCap[k]++
 		}
 	}
 	e.spare = map[spareKey][]backends.Buffer{}
+	e.spareTakes = map[spareKey]int{}
+}
+
+// trimSpares ends an execution: of each shape it keeps no more buffers than the execution took,
+// so that buffers freed every execution that none takes (a donated input updated by a fallback
+// segment rather than in place, say) go back to simplego instead of accumulating up to the cap.
+func (e *Executable) trimSpares() {
+	e.spareMu.Lock()
+	defer e.spareMu.Unlock()
+	for k, list := range e.spare {
+		keep := min(len(list), e.spareTakes[k])
+		for _, buf := range list[keep:] {
+			_ = e.backend.sg.BufferFinalize(buf)
+		}
+		clear(list[keep:])
+		e.spare[k] = list[:keep]
+	}
+	clear(e.spareTakes)
 }
 
 // newBuffer returns a buffer of shape s and its flat data, a kept one if there is one.
 func (e *Executable) newBuffer(s shapes.Shape) (backends.Buffer, any, error) {
 	if k, ok := keyOf(s); ok {
 		e.spareMu.Lock()
+		e.spareTakes[k]++
 		if list := e.spare[k]; len(list) > 0 {
 			buf := list[len(list)-1]
 			e.spare[k] = list[:len(list)-1]
@@ -67,6 +89,9 @@ func (e *Executable) newBuffer(s shapes.Shape) (backends.Buffer, any, error) {
 // recycle frees an intermediate buffer: kept for the next execution if it has a native
 // output's shape and fewer than that many are kept, else into simplego's pool.
 func (e *Executable) recycle(buf backends.Buffer) error {
+	if isLocal(buf) {
+		return nil // its place in the arena is planned
+	}
 	s, err := e.backend.sg.BufferShape(buf)
 	if err != nil {
 		return err

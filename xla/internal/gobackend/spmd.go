@@ -313,7 +313,7 @@ func (e *Executable) identical(results [][]backends.Buffer, k int) bool {
 	return true
 }
 
-// rawBytes views a flat slice's memory as bytes (for comparison only).
+// rawBytes views a flat slice's memory as bytes (for comparing and copying).
 func rawBytes(flat any) []byte {
 	v := reflect.ValueOf(flat)
 	if v.Kind() != reflect.Slice || v.Len() == 0 {
