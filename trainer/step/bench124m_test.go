@@ -276,10 +276,14 @@ func TestGPT2SmallChild(t *testing.T) {
 	}
 	mon := procstat.StartCPUMonitor()
 	start := time.Now()
+	var each []string
 	for range steps {
+		t0 := time.Now()
 		step()
+		each = append(each, fmt.Sprintf("%.0f", 1000*time.Since(t0).Seconds()))
 	}
 	elapsed := time.Since(start)
+	fmt.Printf("step_ms=%s\n", strings.Join(each, ","))
 	for i, l := range losses {
 		fmt.Printf("loss_%d=%.6f\n", i+1, l)
 	}

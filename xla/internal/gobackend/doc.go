@@ -97,6 +97,8 @@
 // The contracting pairs may be flattened in any common order, and the planner picks the one that
 // copies least. The output layout [batch, lhsFree, rhsFree] is the GEMM's row-major C, so it is
 // written in place. bfloat16 products widen while packing, accumulate in float32 and round once.
+// A product with a vector of at most 8 elements and no batch axes (models' core.Select and its
+// gradient, which split GPT-2's q, k, v) is not a GEMM but one pass over the lhs (dot_vec.go).
 //
 // # Devices, SPMD and AllReduce
 //

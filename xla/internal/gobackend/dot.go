@@ -32,6 +32,9 @@ type dotPlan struct {
 	lhs, rhs   operandLayout
 	out        shapes.Shape
 	lhsS, rhsS shapes.Shape
+	// vec, if set, runs the product instead of the GEMM (dot_vec.go); lhs and rhs are then
+	// unused.
+	vec *vecPlan
 }
 
 // operandLayout says how the GEMM reads one operand.
@@ -136,6 +139,9 @@ func planDot(lhs, rhs, out shapes.Shape, ax dotAxes) (*dotPlan, error) {
 			best, p.lhs, p.rhs = cost, l, r
 		}
 	}
+	if p.vec = planVec(lhs, rhs, ax); p.vec != nil {
+		p.lhs, p.rhs = operandLayout{}, operandLayout{} // nothing is packed
+	}
 	return p, nil
 }
 
@@ -237,6 +243,10 @@ func (p *dotPlan) gemmOp() (gemm.Op, gemm.Batch) {
 // run computes out = DotGeneral(lhs, rhs); the slices are the buffers' flat data.
 func (p *dotPlan) run(ctx context.Context, pool *gemm.Pool, s *dotScratch, lhs, rhs, out any) error {
 	if p.batch == 0 || p.m == 0 || p.n == 0 {
+		return nil
+	}
+	if p.vec != nil {
+		p.vec.run(p.dtype, lhs, rhs, out)
 		return nil
 	}
 	op, batch := p.gemmOp()

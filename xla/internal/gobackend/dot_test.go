@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -154,6 +155,11 @@ var dotCases = []dotCase{
 	{"free-axes-split", []int{3, 5, 2, 7}, []int{7, 4}, []int{3}, nil, []int{0}, nil, false, false},
 	{"contract-middle", []int{3, 5, 2}, []int{5, 4}, []int{1}, nil, []int{0}, nil, true, false},
 	{"large", []int{64, 300}, []int{300, 257}, []int{1}, nil, []int{0}, nil, false, false},
+	// Short vectors (dot_vec.go): core.Select's contraction and its gradient's outer product.
+	{"select-middle", []int{2, 5, 3, 37}, []int{3}, []int{2}, nil, []int{0}, nil, false, false},
+	{"select-last", []int{7, 8}, []int{8}, []int{1}, nil, []int{0}, nil, false, false},
+	{"select-first", []int{2, 65}, []int{2}, []int{0}, nil, []int{0}, nil, false, false},
+	{"outer-short", []int{2, 5, 37}, []int{3}, nil, nil, nil, nil, false, false},
 	{"large-batched", []int{4, 130, 96}, []int{4, 96, 131}, []int{2}, []int{0}, []int{1}, []int{0}, false, false},
 }
 
@@ -205,6 +211,9 @@ func TestDotPlanLayouts(t *testing.T) {
 			}
 			if (p.lhs.perm != nil) != c.wantLHSCopy || (p.rhs.perm != nil) != c.wantRHSCopy {
 				t.Errorf("lhs packed %v (want %v), rhs packed %v (want %v)", p.lhs.perm != nil, c.wantLHSCopy, p.rhs.perm != nil, c.wantRHSCopy)
+			}
+			if wantVec := strings.HasPrefix(c.name, "select-") || strings.HasPrefix(c.name, "outer-"); (p.vec != nil) != wantVec {
+				t.Errorf("short-vector plan %v, want %v", p.vec != nil, wantVec)
 			}
 		})
 	}
