@@ -31,3 +31,8 @@ func storeBF16Go(dst []uint16, src []float32, accumulate bool) {
 		dst[x] = Float32ToBF16(v)
 	}
 }
+
+// RoundBF16 writes src rounded to bfloat16 (nearest, ties to even: Float32ToBF16) into dst
+// (len(dst) >= len(src)), with the AVX-512 loop of the products' final store where the CPU has
+// it.
+func RoundBF16(dst []uint16, src []float32) { storeBF16(dst, src, false) }

@@ -25,6 +25,12 @@ type node struct {
 	attrs   []any
 	outputs []*value
 	replay  replayFunc
+	// axes, for a native product, replaces the axes of attrs: it reads the operand of a
+	// Transpose in place of the transposed value (fold.go).
+	axes *dotAxes
+	// outerAt, for a native outer product with a short vector, is where the vector's axis is in
+	// the output (a transpose folded into it, fold.go); nil: last.
+	outerAt *int
 
 	// Parameters only.
 	paramName  string

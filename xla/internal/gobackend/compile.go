@@ -3,6 +3,7 @@ package gobackend
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -79,6 +80,7 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 }
 
 func (b *Builder) compile(outs []*value) (*Executable, error) {
+	b.foldTransposes()
 	// Liveness: only nodes some output depends on are executed.
 	needed := make([]bool, len(b.nodes))
 	for _, v := range outs {
@@ -122,7 +124,18 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		if !ok || !nativeDotDType(n.outputs[0].shape.DType) {
 			continue
 		}
-		p, err := planDot(n.inputs[0].shape, n.inputs[1].shape, n.outputs[0].shape, ax)
+		outShape := n.outputs[0].shape
+		if n.outerAt != nil {
+			// Planned with the vector's axis last, then written with it at outerAt.
+			outShape = shapes.Make(outShape.DType, append(slices.Clone(n.inputs[0].shape.Dimensions), n.inputs[1].shape.Dimensions[0])...)
+		}
+		p, err := planDot(n.inputs[0].shape, n.inputs[1].shape, outShape, ax)
+		if err == nil && n.outerAt != nil {
+			p.vec.q, p.out = 1, n.outputs[0].shape
+			for _, d := range n.inputs[0].shape.Dimensions[*n.outerAt:] {
+				p.vec.q *= d
+			}
+		}
 		if err != nil {
 			// The shape builder accepted this product, so a plan failure is a bug here, not in
 			// the graph; fail loudly rather than fall back silently.

@@ -99,6 +99,11 @@
 // written in place. bfloat16 products widen while packing, accumulate in float32 and round once.
 // A product with a vector of at most 8 elements and no batch axes (models' core.Select and its
 // gradient, which split GPT-2's q, k, v) is not a GEMM but one pass over the lhs (dot_vec.go).
+// Before planning, Compile folds transposes into products (fold.go): a product reads a transposed
+// operand's source through its axes (the GEMM's packing reads any layout), a transposed product
+// becomes the product with its operands swapped ((A·B)ᵀ = Bᵀ·Aᵀ, the same sums: GoMLX's weight
+// gradients), and a transposed short-vector outer product writes the vector's axis in place —
+// so those transposes never run.
 //
 // # Devices, SPMD and AllReduce
 //

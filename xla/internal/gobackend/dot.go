@@ -51,6 +51,9 @@ func nativeDotDType(dt dtypes.DType) bool { return dt == dtypes.Float32 || dt ==
 
 // dotAxesOf returns the axes of a recorded DotGeneral or Dot node.
 func dotAxesOf(n *node) (dotAxes, bool) {
+	if n.axes != nil {
+		return *n.axes, true
+	}
 	switch n.op {
 	case backends.OpTypeDotGeneral:
 		return dotAxes{
@@ -225,6 +228,7 @@ func freeAxes(rank int, contracting, batch []int) []int {
 type dotScratch struct {
 	a, b     []float32
 	a16, b16 []uint16
+	vec      []float32 // float32 sums of a bfloat16 product with a short vector (dot_vec.go)
 }
 
 func grow[T any](s []T, n int) []T {
@@ -246,7 +250,7 @@ func (p *dotPlan) run(ctx context.Context, pool *gemm.Pool, s *dotScratch, lhs, 
 		return nil
 	}
 	if p.vec != nil {
-		p.vec.run(p.dtype, lhs, rhs, out)
+		p.vec.run(p.dtype, lhs, rhs, out, &s.vec)
 		return nil
 	}
 	op, batch := p.gemmOp()

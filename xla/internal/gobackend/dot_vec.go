@@ -22,7 +22,9 @@ import (
 const vecMax = 8
 
 // vecPlan is a product with a short vector: lhs viewed as [p, k, q] contracted with the vector
-// (out [p, q]), or, if outer, lhs viewed as [p] times the vector (out [p, k]).
+// (out [p, q]), or, if outer, lhs viewed as [p/q, q] times the vector, out [p/q, k, q]: q is 1
+// (the vector's axis last, as DotGeneral puts it) unless a transpose moved that axis in front of
+// the lhs's trailing axes of size q (fold.go).
 type vecPlan struct {
 	outer   bool
 	p, k, q int
@@ -35,7 +37,7 @@ func planVec(lhs, rhs shapes.Shape, ax dotAxes) *vecPlan {
 	}
 	switch len(ax.lhsContracting) {
 	case 0:
-		return &vecPlan{outer: true, p: lhs.Size(), k: rhs.Dimensions[0]}
+		return &vecPlan{outer: true, p: lhs.Size(), k: rhs.Dimensions[0], q: 1}
 	case 1:
 		c := ax.lhsContracting[0]
 		v := &vecPlan{p: 1, k: lhs.Dimensions[c], q: 1}
@@ -51,8 +53,9 @@ func planVec(lhs, rhs shapes.Shape, ax dotAxes) *vecPlan {
 }
 
 // run computes the product of the flat data: float32 sums the k products in order, a bfloat16
-// product sums them in float32 and rounds the result once, to nearest even, as the GEMM does.
-func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any) {
+// product sums them in float32 (in scratch, a row at a time) and rounds each result once, to
+// nearest even, as the GEMM does.
+func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any, scratch *[]float32) {
 	if dt == dtypes.BFloat16 {
 		a, r, c := bf16Bits(lhs.([]bfloat16.BFloat16)), bf16Bits(rhs.([]bfloat16.BFloat16)), bf16Bits(out.([]bfloat16.BFloat16))
 		var w [vecMax]float32
@@ -60,37 +63,55 @@ func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any) {
 			w[i] = gemm.BF16ToFloat32(x)
 		}
 		if v.outer {
-			for i, x := range a[:v.p] {
-				xf := gemm.BF16ToFloat32(x)
-				row := c[i*v.k : (i+1)*v.k]
-				for j := range row {
-					row[j] = gemm.Float32ToBF16(xf * w[j])
+			// Whole lhs rows of q at a time, about 4096 results per rounding pass.
+			rows := max(1, 4096/max(1, v.k*v.q))
+			*scratch = grow(*scratch, rows*v.k*v.q)
+			for r0 := 0; r0 < v.p/v.q; r0 += rows {
+				n := min(rows, v.p/v.q-r0)
+				acc := (*scratch)[:n*v.k*v.q]
+				for i := range n {
+					src := a[(r0+i)*v.q : (r0+i+1)*v.q]
+					for j := range v.k {
+						dst := acc[(i*v.k+j)*v.q : (i*v.k+j+1)*v.q]
+						for x, s := range src {
+							dst[x] = gemm.BF16ToFloat32(s) * w[j]
+						}
+					}
 				}
+				gemm.RoundBF16(c[r0*v.k*v.q:], acc)
 			}
 			return
 		}
+		*scratch = grow(*scratch, v.q)
+		acc := *scratch
 		for i := range v.p {
 			src := a[i*v.k*v.q : (i+1)*v.k*v.q]
-			dst := c[i*v.q : (i+1)*v.q]
-			for x := range dst {
-				acc := float32(0)
-				if v.k > 0 {
-					acc = gemm.BF16ToFloat32(src[x]) * w[0]
-				}
-				for j := 1; j < v.k; j++ {
-					acc += gemm.BF16ToFloat32(src[j*v.q+x]) * w[j]
-				}
-				dst[x] = gemm.Float32ToBF16(acc)
+			if v.k == 0 {
+				clear(acc)
 			}
+			for j := range v.k {
+				wj := w[j]
+				for x, s := range src[j*v.q : (j+1)*v.q] {
+					if j == 0 {
+						acc[x] = gemm.BF16ToFloat32(s) * wj
+					} else {
+						acc[x] += gemm.BF16ToFloat32(s) * wj
+					}
+				}
+			}
+			gemm.RoundBF16(c[i*v.q:], acc)
 		}
 		return
 	}
 	a, r, c := lhs.([]float32), rhs.([]float32), out.([]float32)
 	if v.outer {
-		for i, x := range a[:v.p] {
-			row := c[i*v.k : (i+1)*v.k]
-			for j := range row {
-				row[j] = x * r[j]
+		for i := range v.p / v.q {
+			src := a[i*v.q : (i+1)*v.q]
+			for j, rj := range r[:v.k] {
+				dst := c[(i*v.k+j)*v.q : (i*v.k+j+1)*v.q]
+				for x, s := range src {
+					dst[x] = s * rj
+				}
 			}
 		}
 		return
