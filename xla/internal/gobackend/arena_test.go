@@ -271,3 +271,41 @@ func assertNear(t *testing.T, what string, got, want []float32, tol float64) {
 		}
 	}
 }
+
+// TestSparesTrimmed: buffers freed every execution that no native step takes are not kept.
+// y, made by a fallback segment, is freed after its reader; the output is written over the
+// donated input and tanh(y) lives in the arena, so no step takes a buffer of y's shape, and none
+// may stay kept after an execution.
+func TestSparesTrimmed(t *testing.T) {
+	gb := newGotpu(t, Config{})
+	bld := gb.Builder("trim")
+	must := mustOp(t)
+	s := shapes.Make(dtypes.Float32, 4, 129)
+	x := must(bld.Parameter("x", s, nil))
+	c := must(bld.BroadcastInDim(must(bld.Constant([]float32{2})), s, []int{}))
+	y := must(bld.Pow(x, c)) // a segment: Pow is not native
+	out := must(bld.Add(x, must(bld.Tanh(y))))
+	exec, err := bld.Compile([]backends.Op{out}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(exec.Finalize)
+	e := exec.(*Executable)
+	if st := e.Stats(); st.Segments != 1 {
+		t.Fatalf("%+v: want Pow in one segment", st)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range 3 {
+		got := execute(t, gb, exec, []arg{{normals(rng, s.Size()), s.Dimensions}}, []bool{true})
+		if len(got) != 1 {
+			t.Fatalf("round %d: %d outputs", round, len(got))
+		}
+		kept := 0
+		for _, list := range e.spare {
+			kept += len(list)
+		}
+		if kept != 0 {
+			t.Fatalf("round %d: %d buffers kept that no step takes", round, kept)
+		}
+	}
+}
