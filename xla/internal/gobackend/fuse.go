@@ -55,7 +55,7 @@ const (
 	leafDirect  leafKind = iota // same flat layout as the output: a view, no copy
 	leafScalar                  // one value for every element (a scalar constant is folded in)
 	leafStrided                 // broadcast: gathered through per-axis strides (0 on broadcast axes)
-	leafBool                    // a bool buffer in the output's layout (or one bool), converted to 0 or 1 (ConvertDType, Where)
+	leafBool                    // a bool buffer in the output's layout, one bool, or (dims set) a broadcast bool, converted to 0 or 1 (ConvertDType, Where)
 )
 
 // opCopy is the instruction that copies a register (a root that is a broadcast); with round set
@@ -68,7 +68,8 @@ type fusedLeaf struct {
 	value  int     // value id of the buffer read (-1 for a folded constant)
 	scalar float32 // leafScalar of a constant
 	bf16   bool    // the buffer holds bfloat16 (widened as it is loaded)
-	// leafStrided: the output dimensions, coalesced, and the source stride of each.
+	// leafStrided, and leafBool of a broadcast: the output dimensions, coalesced, and the source
+	// stride of each.
 	dims, strides []int
 	reg           int
 }
@@ -122,6 +123,9 @@ func fusedDType(n *node, dt dtypes.DType) bool {
 
 // fusible reports whether n can be a member of a fusion.
 func fusible(n *node) bool {
+	if boolBroadcast(n) {
+		return true
+	}
 	if len(n.outputs) != 1 || !fusedDType(n, n.outputs[0].shape.DType) {
 		return false
 	}
@@ -194,6 +198,16 @@ func broadcastAxesOK(n *node) bool {
 	return true
 }
 
+// boolBroadcast reports whether n broadcasts a bool array, such as the attention mask to every
+// head. Its only fused readers can be Where conditions (every other fused operation reads floats),
+// which read the mask through the broadcast's strides, so the broadcast is never materialized:
+// for GPT-2 124M that is 12 bool arrays of 6 MiB per step, built by a simplego segment and kept
+// from the forward pass to the backward one. It is never the root of a fusion.
+func boolBroadcast(n *node) bool {
+	return n.op == backends.OpTypeBroadcastInDim && len(n.outputs) == 1 &&
+		n.outputs[0].shape.DType == dtypes.Bool && n.inputs[0].shape.DType == dtypes.Bool && broadcastAxesOK(n)
+}
+
 // adapter reports whether a member reads its operand through an index mapping or from a bool
 // buffer (so the operand must be a leaf, not a member).
 func adapter(n *node) bool {
@@ -231,7 +245,7 @@ func (b *Builder) planFusions(needed, isOutput []bool, users [][]int) ([]int, ma
 		// A lone Reshape is left to simplego, which can hand the buffer on without a copy. A
 		// lone broadcast of a constant too: a segment that reads it then replays it instead of
 		// reading a buffer made at the start of the step (schedule.go's replayables).
-		if root.op == backends.OpTypeReshape || adapter(root) && root.inputs[0].node.op == backends.OpTypeConstant {
+		if root.op == backends.OpTypeReshape || adapter(root) && root.inputs[0].node.op == backends.OpTypeConstant || boolBroadcast(root) {
 			continue
 		}
 		group[r] = r
@@ -335,6 +349,26 @@ func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
 	boolLeaf := func(v *value) int {
 		return addLeaf(fusedLeaf{kind: leafBool, value: v.id}, fmt.Sprintf("b%d", v.id))
 	}
+	// broadcastBool returns the register of bool array v broadcast to the output by n's axes.
+	broadcastBool := func(n *node) int {
+		v := n.inputs[0]
+		dims, st := coalesce(outDims, broadcastStrides(v.shape, outDims, n.attrs[1].([]int)))
+		if v.shape.Size() == 1 || len(dims) == 1 && st[0] == 1 {
+			return boolLeaf(v)
+		}
+		return addLeaf(fusedLeaf{kind: leafBool, value: v.id, dims: dims, strides: st}, fmt.Sprintf("b%d%v%v", v.id, dims, st))
+	}
+	// condition returns the register of a Where's condition v: a member (a broadcast bool the
+	// group computes), an inlined broadcast bool, or a bool buffer.
+	condition := func(v *value) int {
+		if reg, ok := regOf[v.id]; ok {
+			return reg
+		}
+		if n := v.node; group[n.id] == inlined && boolBroadcast(n) {
+			return broadcastBool(n)
+		}
+		return boolLeaf(v)
+	}
 	operand := func(v *value) int {
 		if reg, ok := regOf[v.id]; ok {
 			return reg
@@ -356,6 +390,8 @@ func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
 		f.ops++
 		var dst int
 		switch {
+		case boolBroadcast(n):
+			dst = broadcastBool(n)
 		case n.op == backends.OpTypeBroadcastInDim:
 			dst = leaf(n.inputs[0], broadcastStrides(n.inputs[0].shape, outDims, n.attrs[1].([]int)))
 		case n.op == backends.OpTypeReshape:
@@ -382,7 +418,7 @@ func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
 			f.instrs = append(f.instrs, in)
 		case n.op == backends.OpTypeWhere:
 			// A choice between two values of the output's type: nothing to round.
-			c, a, bb := boolLeaf(n.inputs[0]), operand(n.inputs[1]), operand(n.inputs[2])
+			c, a, bb := condition(n.inputs[0]), operand(n.inputs[1]), operand(n.inputs[2])
 			dst = f.nregs
 			f.nregs++
 			f.instrs = append(f.instrs, fusedInstr{op: n.op, a: a, b: bb, cond: c, dst: dst, uniform: n.inputs[0].shape.Size() == 1})

@@ -3,6 +3,7 @@ package gobackend
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/gomlx/gomlx/backends"
 )
@@ -14,6 +15,7 @@ type fuseRegs struct {
 	bufs  [][]float32
 	views [][]float32
 	half  []uint16
+	bools []bool
 }
 
 func (r *fuseRegs) ensure(n int) {
@@ -25,6 +27,7 @@ func (r *fuseRegs) ensure(n int) {
 	}
 	if r.half == nil {
 		r.half = make([]uint16, fuseBlock)
+		r.bools = make([]bool, fuseBlock)
 	}
 }
 
@@ -148,13 +151,14 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 					r.views[l.reg] = dst
 					break
 				}
-				src := io.bsrcs[i][b:e]
-				for j, t := range src {
-					dst[j] = 0
-					if t {
-						dst[j] = 1
-					}
+				var src []bool
+				if l.dims != nil {
+					src = r.bools[:n]
+					gatherStrided(src, io.bsrcs[i], l.dims, l.strides, b)
+				} else {
+					src = io.bsrcs[i][b:e]
 				}
+				boolsToF32(dst, src)
 				r.views[l.reg] = dst
 			}
 		}
@@ -204,7 +208,7 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 // gatherStrided fills dst with the elements lo, lo+1, ... of a view over src with dimensions
 // dims and per-axis strides (0 repeats). The innermost axis is copied, filled or strided in a
 // tight loop.
-func gatherStrided[T float32 | uint16 | int32](dst, src []T, dims, strides []int, lo int) {
+func gatherStrided[T float32 | uint16 | int32 | bool](dst, src []T, dims, strides []int, lo int) {
 	k := len(dims)
 	var idxA [16]int
 	var idx []int
@@ -323,6 +327,10 @@ func unaryF32(op backends.OpType, dst, a []float32) {
 		if tanhF32Vec(dst, a) {
 			return
 		}
+	case backends.OpTypeSqrt:
+		if sqrtF32Vec(dst, a) {
+			return
+		}
 	}
 	unaryRef(op, dst, a)
 }
@@ -382,11 +390,28 @@ func unaryRef(op backends.OpType, dst, a []float32) {
 // selectF32 sets dst[i] to a[i] where cond[i] is 1 and to b[i] where it is 0 (Where). It reads
 // element i of every operand before writing element i of dst, so dst may be one of them.
 func selectF32(dst, cond, a, b []float32) {
+	if selectF32Vec(dst, cond, a, b) {
+		return
+	}
 	cond, a, b = cond[:len(dst)], a[:len(dst)], b[:len(dst)]
 	for i, c := range cond {
 		// Branch-free: masks may change at every element (attention's causal mask).
 		m := -(math.Float32bits(c) >> 29 & 1) // all ones where c is 1.0 (0x3f800000), none where 0
 		dst[i] = math.Float32frombits(math.Float32bits(a[i])&m | math.Float32bits(b[i])&^m)
+	}
+}
+
+// boolsToF32 sets dst[i] to 1 where src[i] is true, else 0. It reads the bools as bytes (Go
+// stores them as 0 or 1), so there is no branch to mispredict on a mask that changes at every
+// element.
+func boolsToF32(dst []float32, src []bool) {
+	if boolsToF32Vec(dst, src) {
+		return
+	}
+	u := unsafe.Slice((*uint8)(unsafe.Pointer(unsafe.SliceData(src))), len(src))
+	dst = dst[:len(u)]
+	for j, t := range u {
+		dst[j] = float32(t)
 	}
 }
 

@@ -28,3 +28,12 @@ func roundBF16Vec([]float32, []float32) bool { return false }
 
 // binaryBF16Vec has no vector kernels here.
 func binaryBF16Vec(opKind, []float32, []float32, []float32) bool { return false }
+
+// sqrtF32Vec has no vector kernel here: float64 math.Sqrt runs.
+func sqrtF32Vec([]float32, []float32) bool { return false }
+
+// selectF32Vec has no vector kernel here.
+func selectF32Vec(_, _, _, _ []float32) bool { return false }
+
+// boolsToF32Vec has no vector kernel here.
+func boolsToF32Vec([]float32, []bool) bool { return false }

@@ -165,3 +165,57 @@ func checkUnaryKernel(t *testing.T, op backends.OpType, ref func(float64) float6
 		}
 	}
 }
+
+// TestMiscF32Vec: the square-root, selection and bool-conversion kernels give the portable loops'
+// bits (sqrt as float32(math.Sqrt(float64(x))), NaN payloads included) on awkward lengths, with
+// special values, and in place.
+func TestMiscF32Vec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	special := []float32{float32(math.NaN()), math.Float32frombits(0x7fa00001), float32(math.Inf(1)), float32(math.Inf(-1)), 0,
+		float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, 1e-40, math.MaxFloat32, -1, -1e-40}
+	value := func() float32 {
+		if rng.IntN(6) == 0 {
+			return special[rng.IntN(len(special))]
+		}
+		return rng.Float32() * float32(math.Pow(10, float64(rng.IntN(9)-4)))
+	}
+	same := func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 129, 512, 1000} {
+		a, b, cond := make([]float32, n), make([]float32, n), make([]float32, n)
+		bools := make([]bool, n)
+		for i := range a {
+			a[i], b[i] = value(), value()
+			bools[i] = rng.IntN(2) == 0
+			cond[i] = b2f(bools[i])
+		}
+		got := make([]float32, n)
+		unaryF32(backends.OpTypeSqrt, got, a)
+		for i, x := range a {
+			if want := float32(math.Sqrt(float64(x))); !same(got[i], want) {
+				t.Fatalf("sqrt n=%d [%d]: sqrt(%g) = %g (%#x), want %g (%#x)", n, i, x, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+			}
+		}
+		boolsToF32(got, bools)
+		for i := range got {
+			if !same(got[i], cond[i]) {
+				t.Fatalf("bools n=%d [%d]: %v -> %g", n, i, bools[i], got[i])
+			}
+		}
+		selectF32(got, cond, a, b)
+		for i := range got {
+			want := b[i]
+			if bools[i] {
+				want = a[i]
+			}
+			if !same(got[i], want) {
+				t.Fatalf("select n=%d [%d]: %v ? %g : %g = %g", n, i, bools[i], a[i], b[i], got[i])
+			}
+		}
+		selectF32(a, cond, a, b) // in place
+		for i := range got {
+			if !same(a[i], got[i]) {
+				t.Fatalf("select n=%d [%d]: in place %g, out of place %g", n, i, a[i], got[i])
+			}
+		}
+	}
+}

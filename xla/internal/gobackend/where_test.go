@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // TestFusedWhere: Where runs inside fusions with simplego's bits — an optimizer-style
@@ -81,4 +83,49 @@ func TestFusedWhereInPlace(t *testing.T) {
 		t.Errorf("the update went to a new buffer, not over the donated old value")
 	}
 	assertBitwise(t, "in place", flatOf(t, gb, outs[0]), want[0])
+}
+
+// TestFusedBroadcastCondition: a Where whose condition is a bool array broadcast to the output
+// (the attention mask broadcast to every head) reads the mask through the broadcast — inlined
+// when two fusions read it, a member of the group when one does — with simplego's bits and no
+// fallback segment; the mask is broadcast along leading, middle and size-1 axes.
+func TestFusedBroadcastCondition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, c := range []struct {
+		mask, out, axes []int
+	}{
+		{[]int{2, 5, 7}, []int{2, 3, 5, 1, 7}, []int{0, 2, 4}},
+		{[]int{5, 7}, []int{3, 5, 7}, []int{1, 2}},
+		{[]int{1, 130}, []int{4, 129, 130}, []int{0, 2}},
+		{[]int{1}, []int{3, 9}, []int{1}},
+	} {
+		n, m := 1, 1
+		for _, d := range c.out {
+			n *= d
+		}
+		for _, d := range c.mask {
+			m *= d
+		}
+		mask := make([]bool, m)
+		for i := range mask {
+			mask[i] = rng.IntN(3) > 0
+		}
+		for _, twice := range []bool{false, true} {
+			prog := func(bld backends.Builder, must func(backends.Op, error) backends.Op, p []backends.Op) []backends.Op {
+				x, y, mk := p[0], p[1], p[2]
+				full := must(bld.BroadcastInDim(mk, shapes.Make(dtypes.Bool, c.out...), c.axes))
+				out := []backends.Op{must(bld.Where(full, must(bld.Mul(x, y)), y))}
+				if twice { // a second fusion reads the same broadcast: it is inlined into both
+					out = append(out, must(bld.Where(full, must(bld.Sub(y, x)), must(bld.Neg(x)))))
+				}
+				return out
+			}
+			args := []arg{{f32Values(rng, n), c.out}, {f32Values(rng, n), c.out}, {mask, c.mask}}
+			what := fmt.Sprintf("mask %v -> %v twice=%v", c.mask, c.out, twice)
+			st := matchSimpleGo(t, what, prog, args)
+			if st.Segments != 0 {
+				t.Fatalf("%s: %+v, want no fallback segment (broadcast mask read by the fusions)", what, st)
+			}
+		}
+	}
 }

@@ -1,0 +1,48 @@
+//go:build amd64 && !purego
+
+package gobackend
+
+import "unsafe"
+
+// The kernels of vec_misc_amd64.s run where vecAVX2 is set (AVX2 implies the AVX instructions
+// the square root and the selection use).
+
+//go:noescape
+func sqrtF32AVX(dst, src *float32, n int)
+
+//go:noescape
+func selectF32AVX(dst, cond, a, b *float32, n int)
+
+//go:noescape
+func boolsToF32AVX2(dst *float32, src *bool, n int)
+
+// sqrtF32Vec computes dst = sqrt(a) with the vector kernel and reports whether it could. The
+// results are bitwise unaryRef's.
+func sqrtF32Vec(dst, a []float32) bool {
+	n := len(dst)
+	if !vecAVX2 || n == 0 || len(a) < n {
+		return false
+	}
+	sqrtF32AVX(&dst[0], &a[0], n)
+	return true
+}
+
+// selectF32Vec is selectF32 with the vector kernel; it reports whether it could run.
+func selectF32Vec(dst, cond, a, b []float32) bool {
+	n := len(dst)
+	if !vecAVX2 || n == 0 || len(cond) < n || len(a) < n || len(b) < n {
+		return false
+	}
+	selectF32AVX(&dst[0], &cond[0], &a[0], &b[0], n)
+	return true
+}
+
+// boolsToF32Vec is boolsToF32 with the vector kernel; it reports whether it could run.
+func boolsToF32Vec(dst []float32, src []bool) bool {
+	n := len(src)
+	if !vecAVX2 || n == 0 || len(dst) < n {
+		return false
+	}
+	boolsToF32AVX2(&dst[0], unsafe.SliceData(src), n)
+	return true
+}

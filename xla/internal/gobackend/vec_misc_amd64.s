@@ -1,0 +1,161 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Elementwise kernels of fusions that the portable loops ran one element at a time
+// (vec_misc_amd64.go): the square root, Where's selection and the bool-to-float conversion of a
+// condition. Each gives the bits of its portable loop; see the Go declarations.
+
+// func sqrtF32AVX(dst, src *float32, n int)
+//
+// VSQRTPS rounds the exact square root once to float32. The portable loop's
+// float32(math.Sqrt(float64(x))) rounds it twice, first to float64, which gives the same float32
+// for a square root (53 >= 2*24+2 bits), and a negative input is the same default NaN.
+TEXT ·sqrtF32AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+sqrt32:
+	CMPQ CX, $32
+	JL   sqrt8
+	VSQRTPS (SI), Y0
+	VSQRTPS 32(SI), Y1
+	VSQRTPS 64(SI), Y2
+	VSQRTPS 96(SI), Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP  sqrt32
+sqrt8:
+	CMPQ CX, $8
+	JL   sqrttail
+	VSQRTPS (SI), Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  sqrt8
+sqrttail:
+	CMPQ CX, $0
+	JE   sqrtdone
+	VMOVSS (SI), X0
+	VSQRTSS X0, X0, X0
+	VMOVSS X0, (DI)
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP  sqrttail
+sqrtdone:
+	VZEROUPPER
+	RET
+
+// func selectF32AVX(dst, cond, a, b *float32, n int)
+//
+// dst[i] = a[i] where cond[i] is 1.0 (0x3f800000), b[i] where it is 0: the condition shifted left
+// by 2 puts its bit 29 in the sign bit that VBLENDVPS selects on. Element i of every operand is
+// read before element i of dst is written, so dst may be one of them.
+TEXT ·selectF32AVX(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ cond+8(FP), DX
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ n+32(FP), CX
+sel16:
+	CMPQ CX, $16
+	JL   sel8
+	VMOVDQU (DX), Y0
+	VMOVDQU 32(DX), Y1
+	VPSLLD $2, Y0, Y0
+	VPSLLD $2, Y1, Y1
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	VBLENDVPS Y0, (SI), Y2, Y2
+	VBLENDVPS Y1, 32(SI), Y3, Y3
+	VMOVUPS Y2, (DI)
+	VMOVUPS Y3, 32(DI)
+	ADDQ $64, DX
+	ADDQ $64, SI
+	ADDQ $64, BX
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  sel16
+sel8:
+	CMPQ CX, $8
+	JL   seltail
+	VMOVDQU (DX), Y0
+	VPSLLD $2, Y0, Y0
+	VMOVUPS (BX), Y2
+	VBLENDVPS Y0, (SI), Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, DX
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  sel8
+seltail:
+	CMPQ CX, $0
+	JE   seldone
+	VMOVSS (DX), X0
+	VPSLLD $2, X0, X0
+	VMOVSS (BX), X2
+	VMOVSS (SI), X1
+	VBLENDVPS X0, X1, X2, X2
+	VMOVSS X2, (DI)
+	ADDQ $4, DX
+	ADDQ $4, SI
+	ADDQ $4, BX
+	ADDQ $4, DI
+	DECQ CX
+	JMP  seltail
+seldone:
+	VZEROUPPER
+	RET
+
+// func boolsToF32AVX2(dst *float32, src *bool, n int)
+//
+// dst[i] = 1.0 where src[i] is true (byte 1), else 0: bytes widened to int32 and converted.
+TEXT ·boolsToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+b2f16:
+	CMPQ CX, $16
+	JL   b2f8
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  b2f16
+b2f8:
+	CMPQ CX, $8
+	JL   b2ftail
+	VPMOVZXBD (SI), Y0
+	VCVTDQ2PS Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $8, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  b2f8
+b2ftail:
+	CMPQ CX, $0
+	JE   b2fdone
+	MOVBLZX (SI), AX
+	VCVTSI2SSL AX, X0, X0
+	VMOVSS X0, (DI)
+	INCQ SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP  b2ftail
+b2fdone:
+	VZEROUPPER
+	RET
