@@ -34,29 +34,31 @@ func packF32(dst, src []float32, x0, p0, nx, kb, w, sx, sp int) {
 			}
 			continue
 		}
+		// Vector code packs the first steps where it can (16×16 transposes in
+		// registers); Go does the rest.
+		done := transposedF32(d, src, xs, p0, cols, kb, w, sx)
 		x := 0
 		// Four x at a time: four sequential read streams, one 16-byte write
 		// per p, and one bounds check instead of four.
 		for ; x+4 <= cols; x += 4 {
 			off := (xs+x)*sx + p0
-			s0 := src[off : off+kb]
-			s1 := src[off+sx : off+sx+kb]
-			s2 := src[off+2*sx : off+2*sx+kb]
-			s3 := src[off+3*sx : off+3*sx+kb]
-			for p := range s0 {
-				q := (*[4]float32)(d[p*w+x:])
-				q[0], q[1], q[2], q[3] = s0[p], s1[p], s2[p], s3[p]
+			s0 := src[off+done : off+kb]
+			s1 := src[off+sx+done : off+sx+kb]
+			s2 := src[off+2*sx+done : off+2*sx+kb]
+			s3 := src[off+3*sx+done : off+3*sx+kb]
+			for i := range s0 {
+				q := (*[4]float32)(d[(done+i)*w+x:])
+				q[0], q[1], q[2], q[3] = s0[i], s1[i], s2[i], s3[i]
 			}
 		}
 		for ; x < cols; x++ {
 			off := (xs+x)*sx + p0
-			s := src[off : off+kb]
-			for p, v := range s {
-				d[p*w+x] = v
+			for p, v := range src[off+done : off+kb] {
+				d[(done+p)*w+x] = v
 			}
 		}
 		if cols < w {
-			for p := 0; p < kb; p++ {
+			for p := done; p < kb; p++ {
 				clear(d[p*w+cols : p*w+w])
 			}
 		}

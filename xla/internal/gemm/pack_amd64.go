@@ -18,6 +18,9 @@ func pairsTranspose16(dst *uint32, src *uint16, rows, sx, chunks, w int, mask ui
 func widenTranspose16(dst *float32, src *uint16, rows, sx, chunks, w int, mask uint32)
 
 //go:noescape
+func transpose16F32(dst *float32, src *float32, rows, sx, chunks, w int, mask uint32)
+
+//go:noescape
 func widenRowsAVX2(dst *float32, src *uint16, steps, sp, w, np, pstride int)
 
 // packPairsAVX512 is packPairs with the bulk of each panel done by the
@@ -113,6 +116,29 @@ func widenTransposed(d []float32, src []uint16, xs, p0, cols, kb, w, sx int) int
 		}
 		_ = d[(16*chunks-1)*w+g+min(16, w-g)-1] // last value written
 		widenTranspose16(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
+	}
+	return 16 * chunks
+}
+
+// transposedF32 is widenTransposed for float32 sources: it packs the first
+// steps of one panel d of packF32 with sp == 1 with the AVX-512 transpose
+// (AVX512F only), and returns the number of steps it did: the whole 16-step
+// chunks of kb, or 0. The panels are the Go loops' bits (a copy).
+func transposedF32(d []float32, src []float32, xs, p0, cols, kb, w, sx int) int {
+	chunks := kb / 16
+	if chunks == 0 || !hasAVX512() {
+		return 0
+	}
+	for g := 0; g < w; g += 16 {
+		rows := min(max(cols-g, 0), 16)
+		s := unsafe.SliceData(src) // not read when rows == 0
+		if rows > 0 {
+			base := (xs+g)*sx + p0
+			_ = src[base+(rows-1)*sx+16*chunks-1] // last value read
+			s = &src[base]
+		}
+		_ = d[(16*chunks-1)*w+g+min(16, w-g)-1] // last value written
+		transpose16F32(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
 	}
 	return 16 * chunks
 }

@@ -8,3 +8,6 @@ func widenPanels(dst []float32, src []uint16, x0, p0, nx, kb, w, sp int) int { r
 
 // widenTransposed returns 0: packBF16 transposes in Go.
 func widenTransposed(d []float32, src []uint16, xs, p0, cols, kb, w, sx int) int { return 0 }
+
+// transposedF32 returns 0: packF32 transposes in Go.
+func transposedF32(d []float32, src []float32, xs, p0, cols, kb, w, sx int) int { return 0 }

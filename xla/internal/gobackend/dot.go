@@ -19,9 +19,11 @@ type dotAxes struct {
 	lhsContracting, lhsBatch, rhsContracting, rhsBatch []int
 }
 
-// dotPlan is how one DotGeneral runs on the GEMM: as Batch products of an M×K by a K×N matrix,
-// each operand either read in place (possibly as a transposed matrix) or first transposed into
-// a packed [batch, rows, cols] scratch buffer when its axes are not laid out that way.
+// dotPlan is how one DotGeneral runs on the GEMM: as batches of products of an M×K by a K×N
+// matrix, each operand either read in place — as a matrix or a transposed one, whose rows may be
+// further apart than its row length and whose batch items may be interleaved (the heads of a
+// [batch, seq, heads, dim] activation) — or first transposed into a packed [batch, rows, cols]
+// scratch buffer when its axes cannot be read that way.
 //
 // The output of a DotGeneral is [batch..., lhsFree..., rhsFree...], which is exactly the
 // row-major [Batch, M, N] the GEMM writes, so the output never needs a copy.
@@ -32,9 +34,19 @@ type dotPlan struct {
 	lhs, rhs   operandLayout
 	out        shapes.Shape
 	lhsS, rhsS shapes.Shape
+	// levels are the batch axes, coalesced where the operands' and the output's strides allow
+	// (outermost first): every level but the last is a loop around GEMM calls, the last is the
+	// GEMM's own batch. Empty when there is no batch.
+	levels []batchLevel
 	// vec, if set, runs the product instead of the GEMM (dot_vec.go); lhs and rhs are then
 	// unused.
 	vec *vecPlan
+}
+
+// batchLevel is one coalesced batch axis: count items, and the strides (in elements) from one
+// item to the next in the lhs, the rhs and the output.
+type batchLevel struct {
+	count, a, b, c int
 }
 
 // operandLayout says how the GEMM reads one operand.
@@ -44,6 +56,11 @@ type operandLayout struct {
 	perm []int
 	// trans: the operand (as stored, or packed) is [batch, K, M] for lhs or [batch, N, K] for rhs.
 	trans bool
+	// ld is the distance between stored rows (elements).
+	ld int
+	// bstr are the strides of the batch axes, in batch order (those of the packed buffer when
+	// perm is set).
+	bstr []int
 }
 
 // nativeDotDTypes are the dtypes the GEMM multiplies.
@@ -117,35 +134,121 @@ func planDot(lhs, rhs, out shapes.Shape, ax dotAxes) (*dotPlan, error) {
 	// The K index must be flattened the same way on both sides. The contracting pairs may be
 	// taken in any order, so try the order as listed and the memory order of each operand, and
 	// keep the one that copies the fewest elements.
+	var bdims []int
+	for _, a := range ax.lhsBatch {
+		bdims = append(bdims, lhs.Dimensions[a])
+	}
 	best := -1
 	for _, order := range contractingOrders(ax) {
 		lc, rc := pick(ax.lhsContracting, order), pick(ax.rhsContracting, order)
-		var l, r operandLayout
 		cost := 0
-		switch {
-		case isIdentity(ax.lhsBatch, lhsFree, lc):
-		case isIdentity(ax.lhsBatch, lc, lhsFree):
-			l.trans = true
-		default:
-			l.perm = concat(ax.lhsBatch, lhsFree, lc)
+		l, ok := layoutOf(lhs, ax.lhsBatch, lhsFree, lc)
+		if !ok {
+			l = packedLayout(concat(ax.lhsBatch, lhsFree, lc), bdims, p.m, p.k)
 			cost += lhs.Size()
 		}
-		switch {
-		case isIdentity(ax.rhsBatch, rc, rhsFree):
-		case isIdentity(ax.rhsBatch, rhsFree, rc):
-			r.trans = true
-		default:
-			r.perm = concat(ax.rhsBatch, rc, rhsFree)
+		r, ok := layoutOf(rhs, ax.rhsBatch, rc, rhsFree)
+		if !ok {
+			r = packedLayout(concat(ax.rhsBatch, rc, rhsFree), bdims, p.k, p.n)
 			cost += rhs.Size()
 		}
 		if best < 0 || cost < best {
 			best, p.lhs, p.rhs = cost, l, r
 		}
 	}
+	p.levels = batchLevels(bdims, p.lhs.bstr, p.rhs.bstr, p.m*p.n)
 	if p.vec = planVec(lhs, rhs, ax); p.vec != nil {
 		p.lhs, p.rhs = operandLayout{}, operandLayout{} // nothing is packed
 	}
 	return p, nil
+}
+
+// layoutOf returns how the GEMM reads, in place, an operand of shape s as [batch, rows, cols]
+// (the axes of each group flattened in the order given): rows and columns must each be one
+// strided run of memory, one of them contiguous. It reports false when the operand must be
+// packed instead.
+func layoutOf(s shapes.Shape, batch, rows, cols []int) (operandLayout, bool) {
+	st := rowMajorStrides(s.Dimensions)
+	nr, sr, okR := mergeAxes(s.Dimensions, st, rows)
+	nc, sc, okC := mergeAxes(s.Dimensions, st, cols)
+	if !okR || !okC {
+		return operandLayout{}, false
+	}
+	l := operandLayout{bstr: make([]int, len(batch))}
+	for i, a := range batch {
+		l.bstr[i] = st[a]
+	}
+	switch {
+	case nc == 1 || sc == 1: // stored rows × cols
+		l.ld = nc
+		if nr > 1 {
+			l.ld = sr
+		}
+		return l, l.ld >= nc
+	case nr == 1 || sr == 1: // stored cols × rows: the transposed matrix
+		l.trans, l.ld = true, nr
+		if nc > 1 {
+			l.ld = sc
+		}
+		return l, l.ld >= nr
+	}
+	return operandLayout{}, false
+}
+
+// mergeAxes returns the size and stride of axes (outermost first) of an array with dimensions
+// dims and strides st read as one index, and false when their strides do not allow that. Axes
+// of size 1 are ignored; with none left the size is 1.
+func mergeAxes(dims, st, axes []int) (n, stride int, ok bool) {
+	n = 1
+	for _, a := range axes {
+		d := dims[a]
+		switch {
+		case d == 1:
+		case n == 1:
+			n, stride = d, st[a]
+		case stride != st[a]*d:
+			return 0, 0, false
+		default:
+			n, stride = n*d, st[a]
+		}
+	}
+	return n, stride, true
+}
+
+// packedLayout is the layout of an operand packed by perm into a row-major [batch, rows, cols]
+// buffer.
+func packedLayout(perm, bdims []int, rows, cols int) operandLayout {
+	l := operandLayout{perm: perm, ld: max(cols, 1), bstr: make([]int, len(bdims))}
+	s := rows * cols
+	for i := len(bdims) - 1; i >= 0; i-- {
+		l.bstr[i] = s
+		s *= bdims[i]
+	}
+	return l
+}
+
+// batchLevels coalesces the batch axes of dimensions bdims, with strides a and b in the operands
+// and row-major ones over items of mn elements in the output: neighbouring axes become one level
+// where all three strides walk them as one; axes of size 1 are dropped.
+func batchLevels(bdims, a, b []int, mn int) []batchLevel {
+	c := make([]int, len(bdims))
+	s := mn
+	for i := len(bdims) - 1; i >= 0; i-- {
+		c[i] = s
+		s *= bdims[i]
+	}
+	var lv []batchLevel
+	for i, d := range bdims {
+		if d == 1 {
+			continue
+		}
+		if k := len(lv) - 1; k >= 0 && lv[k].a == a[i]*d && lv[k].b == b[i]*d && lv[k].c == c[i]*d {
+			lv[k] = batchLevel{count: lv[k].count * d, a: a[i], b: b[i], c: c[i]}
+			continue
+		}
+		lv = append(lv, batchLevel{count: d, a: a[i], b: b[i], c: c[i]})
+	}
+	return lv
 }
 
 // contractingOrders lists candidate orders of the contracting pairs: as listed, by lhs axis, by
@@ -176,20 +279,6 @@ func concat(lists ...[]int) []int {
 		out = append(out, l...)
 	}
 	return out
-}
-
-// isIdentity reports whether the concatenated lists are 0, 1, 2, ...
-func isIdentity(lists ...[]int) bool {
-	i := 0
-	for _, l := range lists {
-		for _, a := range l {
-			if a != i {
-				return false
-			}
-			i++
-		}
-	}
-	return true
 }
 
 func distinctAxes(rank int, lists ...[]int) bool {
@@ -238,10 +327,36 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// gemmOp is the GEMM description of the plan.
+// gemmOp is the GEMM description of the plan: the product and its innermost batch level.
 func (p *dotPlan) gemmOp() (gemm.Op, gemm.Batch) {
-	return gemm.Op{M: p.m, N: p.n, K: p.k, TransA: p.lhs.trans, TransB: p.rhs.trans},
-		gemm.Batch{Count: p.batch, StrideA: p.m * p.k, StrideB: p.k * p.n, StrideC: p.m * p.n}
+	op := gemm.Op{M: p.m, N: p.n, K: p.k, TransA: p.lhs.trans, TransB: p.rhs.trans, LDA: p.lhs.ld, LDB: p.rhs.ld}
+	if len(p.levels) == 0 {
+		return op, gemm.Batch{Count: 1}
+	}
+	in := p.levels[len(p.levels)-1]
+	return op, gemm.Batch{Count: in.count, StrideA: in.a, StrideB: in.b, StrideC: in.c}
+}
+
+// outerItems is the number of GEMM calls: the items of the outer batch levels (all but the
+// innermost, which the GEMM batches itself).
+func (p *dotPlan) outerItems() int {
+	n := 1
+	for _, l := range p.levels[:max(len(p.levels)-1, 0)] {
+		n *= l.count
+	}
+	return n
+}
+
+// outerOffsets returns the offsets into lhs, rhs and the output of outer item it (row-major over
+// the outer levels).
+func (p *dotPlan) outerOffsets(it int) (a, b, c int) {
+	for i := len(p.levels) - 2; i >= 0; i-- {
+		l := p.levels[i]
+		x := it % l.count
+		it /= l.count
+		a, b, c = a+x*l.a, b+x*l.b, c+x*l.c
+	}
+	return a, b, c
 }
 
 // run computes out = DotGeneral(lhs, rhs); the slices are the buffers' flat data.
@@ -271,7 +386,13 @@ func (p *dotPlan) run(ctx context.Context, pool *gemm.Pool, s *dotScratch, lhs, 
 			transpose(s.b, b, p.rhsS.Dimensions, p.rhs.perm)
 			b = s.b
 		}
-		return pool.Float32Batched(ctx, op, batch, a, b, c)
+		for it := range p.outerItems() {
+			i, j, k := p.outerOffsets(it)
+			if err := pool.Float32Batched(ctx, op, batch, a[i:], b[j:], c[k:]); err != nil {
+				return err
+			}
+		}
+		return nil
 	case dtypes.BFloat16:
 		a, b, c := bf16Bits(lhs.([]bfloat16.BFloat16)), bf16Bits(rhs.([]bfloat16.BFloat16)), bf16Bits(out.([]bfloat16.BFloat16))
 		if p.k == 0 {
@@ -288,7 +409,13 @@ func (p *dotPlan) run(ctx context.Context, pool *gemm.Pool, s *dotScratch, lhs, 
 			transpose(s.b16, b, p.rhsS.Dimensions, p.rhs.perm)
 			b = s.b16
 		}
-		return pool.BFloat16OutBatched(ctx, op, batch, a, b, c)
+		for it := range p.outerItems() {
+			i, j, k := p.outerOffsets(it)
+			if err := pool.BFloat16OutBatched(ctx, op, batch, a[i:], b[j:], c[k:]); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("dtype %s is not native", p.dtype)
 }

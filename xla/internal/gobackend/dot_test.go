@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -143,13 +144,24 @@ var dotCases = []dotCase{
 	{"matrix-vector", []int{33, 129}, []int{129}, []int{1}, nil, []int{0}, nil, false, false},
 	{"batched", []int{3, 7, 65}, []int{3, 65, 17}, []int{2}, []int{0}, []int{1}, []int{0}, false, false},
 	{"batched-both-transposed", []int{3, 65, 7}, []int{3, 17, 65}, []int{1}, []int{0}, []int{2}, []int{0}, false, false},
-	{"batch-not-leading", []int{7, 3, 65}, []int{65, 3, 17}, []int{2}, []int{1}, []int{0}, []int{1}, true, true},
+	// Batch axes that are not leading are read in place: the batch items interleave.
+	{"batch-not-leading", []int{7, 3, 65}, []int{65, 3, 17}, []int{2}, []int{1}, []int{0}, []int{1}, false, false},
 	{"two-contracting", []int{4, 5, 6}, []int{4, 5, 9}, []int{0, 1}, nil, []int{0, 1}, nil, false, false},
 	// Only one operand can be read in place; the plan packs the smaller one.
 	{"two-contracting-swapped", []int{5, 4, 6}, []int{4, 5, 9}, []int{1, 0}, nil, []int{0, 1}, nil, true, false},
 	{"two-contracting-both-reversed", []int{5, 4, 6}, []int{5, 4, 9}, []int{1, 0}, nil, []int{1, 0}, nil, false, false},
 	{"attention-scores", []int{2, 4, 7, 16}, []int{2, 4, 7, 16}, []int{3}, []int{0, 1}, []int{3}, []int{0, 1}, false, false},
-	{"attention-bshd", []int{2, 7, 4, 16}, []int{2, 7, 4, 16}, []int{3}, []int{0, 2}, []int{3}, []int{0, 2}, true, true},
+	// GPT-2's attention products on [batch, seq, heads, (1,) dim] activations and [batch, heads,
+	// seq, 1, seq] scores: every operand is read in place, two batch levels (batch, heads) apart.
+	{"attention-bshd", []int{2, 7, 4, 16}, []int{2, 7, 4, 16}, []int{3}, []int{0, 2}, []int{3}, []int{0, 2}, false, false},
+	{"attention-scores-bs1hd", []int{2, 7, 4, 1, 16}, []int{2, 7, 4, 16}, []int{4}, []int{0, 2}, []int{3}, []int{0, 2}, false, false},
+	{"attention-values", []int{2, 4, 7, 1, 7}, []int{2, 7, 4, 16}, []int{4}, []int{0, 1}, []int{1}, []int{0, 2}, false, false},
+	{"attention-values-grad", []int{2, 7, 4, 1, 16}, []int{2, 4, 7, 1, 7}, []int{1}, []int{0, 2}, []int{2}, []int{0, 1}, false, false},
+	{"attention-three-levels", []int{3, 5, 2, 4, 9}, []int{3, 9, 2, 4, 6}, []int{4}, []int{0, 2, 3}, []int{1}, []int{0, 2, 3}, false, false},
+	// The contracting axis is neither the rows' nor the columns' contiguous one: packed.
+	{"contract-strided-both", []int{3, 5, 2}, []int{5, 3, 2}, []int{1}, []int{2}, []int{0}, []int{2}, true, true},
+	// One packed operand beside one read in place with interleaved batch items.
+	{"contract-strided-lhs", []int{3, 5, 2}, []int{5, 2, 4}, []int{1}, []int{2}, []int{0}, []int{1}, true, false},
 	{"weight-gradient", []int{2, 7, 16}, []int{2, 7, 33}, []int{0, 1}, nil, []int{0, 1}, nil, false, false},
 	{"input-gradient", []int{2, 7, 33}, []int{16, 33}, []int{2}, nil, []int{1}, nil, false, false},
 	{"free-axes-split", []int{3, 5, 2, 7}, []int{7, 4}, []int{3}, nil, []int{0}, nil, false, false},
@@ -234,6 +246,83 @@ func TestTranspose(t *testing.T) {
 				if got, want := dst[k*6+i*3+j], src[i*12+j*4+k]; got != want {
 					t.Fatalf("dst[%d][%d][%d] = %d, want %d", k, i, j, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestDotInPlaceMatchesPacked: reading an operand in place (strided rows, interleaved batch items,
+// a transposed matrix) gives bitwise the product of packing it first, so choosing a layout never
+// changes a result; float32 and bfloat16, every layout of dotCases.
+func TestDotInPlaceMatchesPacked(t *testing.T) {
+	pool, err := gemm.NewPool(gemm.Config{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, c := range dotCases {
+		for _, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
+			ax := dotAxes{c.lhsContract, orEmpty(c.lhsBatch), c.rhsContract, orEmpty(c.rhsBatch)}
+			ls, rs := shapesOf(dt, c.lhs), shapesOf(dt, c.rhs)
+			sg := newSimpleGo(t)
+			bld := sg.Builder("plan")
+			l, _ := bld.Parameter("l", ls, nil)
+			r, _ := bld.Parameter("r", rs, nil)
+			o, err := bld.DotGeneral(l, ax.lhsContracting, ax.lhsBatch, r, ax.rhsContracting, ax.rhsBatch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outShape, _ := bld.OpShape(o)
+			p, err := planDot(ls, rs, outShape, ax)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.vec != nil {
+				continue
+			}
+			// The same product with both operands packed, for each order of the contracting
+			// pairs (the plan's flattening of K is one of them).
+			var variants []dotPlan
+			var bdims []int
+			for _, a := range ax.lhsBatch {
+				bdims = append(bdims, ls.Dimensions[a])
+			}
+			lhsFree := freeAxes(ls.Rank(), ax.lhsContracting, ax.lhsBatch)
+			rhsFree := freeAxes(rs.Rank(), ax.rhsContracting, ax.rhsBatch)
+			for _, order := range contractingOrders(ax) {
+				packed := *p
+				packed.lhs = packedLayout(concat(ax.lhsBatch, lhsFree, pick(ax.lhsContracting, order)), bdims, p.m, p.k)
+				packed.rhs = packedLayout(concat(ax.rhsBatch, pick(ax.rhsContracting, order), rhsFree), bdims, p.k, p.n)
+				packed.levels = batchLevels(bdims, packed.lhs.bstr, packed.rhs.bstr, p.m*p.n)
+				variants = append(variants, packed)
+			}
+
+			rng := rand.New(rand.NewPCG(uint64(len(c.name)), 7))
+			lhs, rhs := randomTensor(rng, dt, c.lhs...), randomTensor(rng, dt, c.rhs...)
+			alloc := func() any {
+				if dt == dtypes.Float32 {
+					return make([]float32, outShape.Size())
+				}
+				return make([]bfloat16.BFloat16, outShape.Size())
+			}
+			same := false
+			lhs.ConstFlatData(func(lf any) {
+				rhs.ConstFlatData(func(rf any) {
+					got := alloc()
+					if err := p.run(ctx, pool, &dotScratch{}, lf, rf, got); err != nil {
+						t.Fatal(err)
+					}
+					for _, v := range variants {
+						want := alloc()
+						if err := v.run(ctx, pool, &dotScratch{}, lf, rf, want); err != nil {
+							t.Fatal(err)
+						}
+						same = same || reflect.DeepEqual(got, want)
+					}
+				})
+			})
+			if !same {
+				t.Errorf("%s %s: in-place product differs from the packed one", c.name, dt)
 			}
 		}
 	}
