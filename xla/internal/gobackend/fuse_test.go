@@ -143,6 +143,7 @@ func TestNativeReductionsMatchSimpleGo(t *testing.T) {
 		{[]int{129}, [][]int{{0}}},
 		{[]int{7, 129, 3}, [][]int{{2}, {1}, {0}, {0, 1}, {1, 2}, {0, 2}, {0, 1, 2}}},
 		{[]int{2, 1, 7, 5}, [][]int{{3}, {1, 2}, {0, 2}, {1}}},
+		{[]int{3, 8, 33}, [][]int{{2}, {1, 2}}},         // rows summed eight at a time
 		{[]int{5, 130, 129}, [][]int{{2}, {0, 1}, {1}}}, // split across goroutines
 	}
 	for _, c := range cases {

@@ -149,7 +149,14 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 	if p.op == backends.OpTypeReduceMax {
 		init = float32(math.Inf(-1)) // simplego's initial value (dtypes.Float32.LowestValue)
 	}
-	for o := olo; o < ohi; o++ {
+	o := olo
+	if p.inner == 1 && p.op == backends.OpTypeReduceSum {
+		// Eight rows at a time: eight independent running sums, each still in increasing order.
+		for ; o+8 <= ohi; o += 8 {
+			sumRows8((*[8]float32)(out[o:o+8]), in[o*p.red:(o+8)*p.red], p.red)
+		}
+	}
+	for ; o < ohi; o++ {
 		dst := out[o*p.inner+ilo : o*p.inner+ihi]
 		base := o * p.red * p.inner
 		if p.inner == 1 {
@@ -172,9 +179,7 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 			src := in[base+r*p.inner+ilo : base+r*p.inner+ihi]
 			src = src[:len(dst)]
 			if p.op == backends.OpTypeReduceSum {
-				for j, v := range src {
-					dst[j] += v
-				}
+				binaryF32(backends.OpTypeAdd, dst, dst, src) // each dst[j] += src[j], as one float32 addition
 			} else {
 				for j, v := range src {
 					dst[j] = max(dst[j], v)
@@ -182,6 +187,26 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 			}
 		}
 	}
+}
+
+// sumRows8 sets dst[r] to the sum, from 0 in increasing order, of row r of the 8 rows of n values
+// in in: the result of summing each row alone, with the latency of each addition hidden behind
+// the other rows' (a lone row's sum waits for every addition before the next).
+func sumRows8(dst *[8]float32, in []float32, n int) {
+	r0, r1, r2, r3 := in[:n], in[n:2*n], in[2*n:3*n], in[3*n:4*n]
+	r4, r5, r6, r7 := in[4*n:5*n], in[5*n:6*n], in[6*n:7*n], in[7*n:8*n]
+	var a0, a1, a2, a3, a4, a5, a6, a7 float32
+	for j := range r0 {
+		a0 += r0[j]
+		a1 += r1[j]
+		a2 += r2[j]
+		a3 += r3[j]
+		a4 += r4[j]
+		a5 += r5[j]
+		a6 += r6[j]
+		a7 += r7[j]
+	}
+	*dst = [8]float32{a0, a1, a2, a3, a4, a5, a6, a7}
 }
 
 // rowsBF16 is rows for bfloat16: simplego's accumulator is a bfloat16, so every partial sum is

@@ -8,6 +8,22 @@ import "golang.org/x/sys/cpu"
 // from the CPU's features and never changes.
 var vecAVX2 = cpu.X86.HasAVX2
 
+// vecAVX512 selects the AVX-512 forms of the binary kernels (vec512_amd64.s); read once from the
+// CPU's features (tests switch it off to run the AVX2 ones).
+var vecAVX512 = cpu.X86.HasAVX512F
+
+//go:noescape
+func addF32AVX512(dst, a, b *float32, n int)
+
+//go:noescape
+func subF32AVX512(dst, a, b *float32, n int)
+
+//go:noescape
+func mulF32AVX512(dst, a, b *float32, n int)
+
+//go:noescape
+func divF32AVX512(dst, a, b *float32, n int)
+
 //go:noescape
 func addF32AVX2(dst, a, b *float32, n int)
 
@@ -27,6 +43,21 @@ func binaryF32Vec(op opKind, dst, a, b []float32) bool {
 	n := len(dst)
 	if !vecAVX2 || n == 0 || len(a) < n || len(b) < n {
 		return false
+	}
+	if vecAVX512 {
+		switch op {
+		case vecAdd:
+			addF32AVX512(&dst[0], &a[0], &b[0], n)
+		case vecSub:
+			subF32AVX512(&dst[0], &a[0], &b[0], n)
+		case vecMul:
+			mulF32AVX512(&dst[0], &a[0], &b[0], n)
+		case vecDiv:
+			divF32AVX512(&dst[0], &a[0], &b[0], n)
+		default:
+			return false
+		}
+		return true
 	}
 	switch op {
 	case vecAdd:

@@ -30,8 +30,13 @@ func TestBinaryF32Vec(t *testing.T) {
 		backends.OpTypeMin: func(x, y float32) float32 { return min(x, y) },
 	}
 	t.Logf("AVX2 kernels in use: %v", vecEnabled())
+	forEachVecWidth(t, func(t *testing.T) { checkBinaryKernels(t, portable, value) })
+}
+
+// checkBinaryKernels is TestBinaryF32Vec on the kernels selected now.
+func checkBinaryKernels(t *testing.T, portable map[backends.OpType]func(x, y float32) float32, value func() float32) {
 	for op, f := range portable {
-		for _, n := range []int{1, 7, 8, 9, 31, 32, 33, 129, 512, 1000} {
+		for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 63, 64, 65, 129, 512, 1000} {
 			a, b := make([]float32, n), make([]float32, n)
 			for i := range a {
 				a[i], b[i] = value(), value()
