@@ -2,7 +2,11 @@
 
 package gobackend
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // vecAVX2 selects the AVX2 elementwise kernels (vec_amd64.s, vec_bf16_amd64.s); it is read once
 // from the CPU's features and never changes.
@@ -107,6 +111,23 @@ const (
 )
 
 func (k unaryKernel) call(dst, src *float32, n int) {
+	if vecAVX512 {
+		// The 16-lane forms over the multiple of 16 (the same function per lane), then the
+		// AVX2 ones over the last 8 if any.
+		m := n &^ 15
+		if m > 0 {
+			switch k {
+			case kernelExp:
+				expF32AVX512(dst, src, m)
+			case kernelTanh:
+				tanhF32AVX512(dst, src, m)
+			}
+		}
+		if m == n {
+			return
+		}
+		dst, src, n = (*float32)(unsafe.Add(unsafe.Pointer(dst), 4*m)), (*float32)(unsafe.Add(unsafe.Pointer(src), 4*m)), n-m
+	}
 	switch k {
 	case kernelExp:
 		expF32AVX2(dst, src, n)
@@ -114,6 +135,12 @@ func (k unaryKernel) call(dst, src *float32, n int) {
 		tanhF32AVX2(dst, src, n)
 	}
 }
+
+//go:noescape
+func expF32AVX512(dst, src *float32, n int)
+
+//go:noescape
+func tanhF32AVX512(dst, src *float32, n int)
 
 // padded runs an 8-lane kernel over dst = f(a): the multiple of 8 in place, the tail through a
 // padded copy, so every element gets the same function whatever its position.

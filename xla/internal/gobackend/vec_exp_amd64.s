@@ -339,3 +339,105 @@ tanhloop:
 tanhdone:
 	VZEROUPPER
 	RET
+
+// The AVX-512 forms of vec_exp_amd64.s's exp and tanh: the same instructions on 16 lanes, with
+// the constants of vec_exp_amd64.s broadcast from their first lane ({1to16}), so every lane
+// computes exactly what the AVX2 kernels compute (TestExpTanhWidthsBitwise). Where AVX2 blends
+// on a vector mask (VBLENDVPS) these compare into a mask register and blend on it.
+
+// EXPCORE512 computes Z3 = exp(Z0); it clobbers Z0, Z1, Z2, Z4 and Z5. The clamps keep x as
+// their second operand, as EXPCORE's do, so a NaN stays NaN.
+#define EXPCORE512 \
+	VBROADCASTSS expLo<>(SB), Z1 \
+	VMAXPS Z0, Z1, Z0 \
+	VBROADCASTSS expHi<>(SB), Z1 \
+	VMINPS Z0, Z1, Z0 \
+	VMOVAPS Z0, Z1 \
+	VBROADCASTSS expLog2e<>(SB), Z2 \
+	VFMADD213PS.BCST expHalf<>(SB), Z2, Z1 \
+	VRNDSCALEPS $1, Z1, Z1 \
+	VFNMADD231PS.BCST expC1<>(SB), Z1, Z0 \
+	VFNMADD231PS.BCST expC2<>(SB), Z1, Z0 \
+	VMULPS Z0, Z0, Z2 \
+	VBROADCASTSS expP0<>(SB), Z3 \
+	VFMADD213PS.BCST expP1<>(SB), Z0, Z3 \
+	VFMADD213PS.BCST expP2<>(SB), Z0, Z3 \
+	VFMADD213PS.BCST expP3<>(SB), Z0, Z3 \
+	VFMADD213PS.BCST expP4<>(SB), Z0, Z3 \
+	VFMADD213PS.BCST expP5<>(SB), Z0, Z3 \
+	VFMADD213PS Z0, Z2, Z3 \
+	VADDPS.BCST expOne<>(SB), Z3, Z3 \
+	VCVTTPS2DQ Z1, Z4 \
+	VPSRAD $1, Z4, Z5 \
+	VPSUBD Z5, Z4, Z4 \
+	VPADDD.BCST expBias<>(SB), Z5, Z5 \
+	VPADDD.BCST expBias<>(SB), Z4, Z4 \
+	VPSLLD $23, Z5, Z5 \
+	VPSLLD $23, Z4, Z4 \
+	VMULPS Z5, Z3, Z3 \
+	VMULPS Z4, Z3, Z3
+
+// func expF32AVX512(dst, src *float32, n int)
+//
+// expF32AVX2 on 16 lanes (n a multiple of 16).
+TEXT ·expF32AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+exp512loop:
+	CMPQ CX, $16
+	JL   exp512done
+	VMOVUPS (SI), Z0
+	EXPCORE512
+	VMOVUPS Z3, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  exp512loop
+
+exp512done:
+	VZEROUPPER
+	RET
+
+// func tanhF32AVX512(dst, src *float32, n int)
+//
+// tanhF32AVX2 on 16 lanes (n a multiple of 16).
+TEXT ·tanhF32AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+tanh512loop:
+	CMPQ CX, $16
+	JL   tanh512done
+	VMOVUPS (SI), Z6
+	VPANDD.BCST tanhAbs<>(SB), Z6, Z7
+	VADDPS Z7, Z7, Z0
+	EXPCORE512
+	VADDPS.BCST expOne<>(SB), Z3, Z3
+	VBROADCASTSS tanhTwo<>(SB), Z4
+	VDIVPS Z3, Z4, Z4
+	VBROADCASTSS expOne<>(SB), Z5
+	VSUBPS Z4, Z5, Z5
+	VMULPS Z6, Z6, Z2
+	VBROADCASTSS tanhT0<>(SB), Z3
+	VFMADD213PS.BCST tanhT1<>(SB), Z2, Z3
+	VFMADD213PS.BCST tanhT2<>(SB), Z2, Z3
+	VFMADD213PS.BCST tanhT3<>(SB), Z2, Z3
+	VFMADD213PS.BCST tanhT4<>(SB), Z2, Z3
+	VMULPS Z2, Z3, Z3
+	VFMADD213PS Z6, Z6, Z3
+	VCMPPS.BCST $1, tanhThresh<>(SB), Z7, K1
+	VBLENDMPS Z3, Z5, K1, Z5
+	VPANDD.BCST tanhSign<>(SB), Z6, Z4
+	VPORD Z4, Z5, Z5
+	VMOVUPS Z5, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  tanh512loop
+
+tanh512done:
+	VZEROUPPER
+	RET
