@@ -44,6 +44,7 @@ var small124mConfig = filepath.Join("testdata", "gpt2_124m_config.json")
 type run124m struct {
 	msPerStep, tokensPerS, rssMiB, othersPct float64
 	losses                                   []float64 // loss of every step, warm-up included
+	stepMS                                   string    // each timed step's ms, where the child prints them
 }
 
 // small124mFLOPs is the matmul FLOP count of one training step (3 × forward): per token, the
@@ -98,8 +99,12 @@ func BenchmarkGPT2Small(b *testing.B) {
 			if err != nil {
 				b.Fatalf("%s, round %d: %v", mode, r+1, err)
 			}
-			fmt.Fprintf(os.Stderr, "round %d %-10s %8.0f ms/step %7.1f tokens/s  peak RSS %6.0f MiB  (others %.0f%%)\n",
-				r+1, mode, res.msPerStep, res.tokensPerS, res.rssMiB, res.othersPct)
+			each := ""
+			if res.stepMS != "" {
+				each = "  steps " + res.stepMS + " ms"
+			}
+			fmt.Fprintf(os.Stderr, "round %d %-10s %8.0f ms/step %7.1f tokens/s  peak RSS %6.0f MiB  (others %.0f%%)%s\n",
+				r+1, mode, res.msPerStep, res.tokensPerS, res.rssMiB, res.othersPct, each)
 			runs[mode] = append(runs[mode], res)
 		}
 	}
@@ -212,6 +217,10 @@ func runChild124m(cmd *exec.Cmd) (run124m, error) {
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
 		if !ok {
+			continue
+		}
+		if k == "step_ms" {
+			r.stepMS = v
 			continue
 		}
 		if dst, ok := fields[k]; ok || strings.HasPrefix(k, "loss_") {

@@ -159,18 +159,23 @@ func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateS
 // adamw is torch.optim.AdamW's single-tensor update for step t (scalars from the host):
 // p *= 1 - lr·wd; m = lerp(m, g, 1-β1); v = β2·v + (1-β2)·g²;
 // p -= step_size · m / (sqrt(v)/bias_correction2_sqrt + eps).
+//
+// The new parameter is computed from the kept-or-updated moments (the variables' new values),
+// not from the updated ones: where the step applies they are the same values, and where it does
+// not the caller keeps the old parameter, whatever this returns. So each moment's update and its
+// keep-or-update are one elementwise pass that reads the old moment and the gradient and writes
+// the new moment, instead of a pass that writes the updated moment and another that selects.
 func (s *Stepper) adamw(c *mlctx.Context, prm paramT, x, gr, decay, stepSize, bc2Sqrt, eps, finite *Node) *Node {
 	o := s.cfg.Optimizer
 	mv := c.GetVariableByScopeAndName(optimizerScope("adamw_m", prm), prm.Var())
 	vv := c.GetVariableByScopeAndName(optimizerScope("adamw_v", prm), prm.Var())
 	m, v := mv.ValueGraph(x.Graph()), vv.ValueGraph(x.Graph())
-	nm := Add(m, MulScalar(Sub(gr, m), 1-o.Beta1))
-	nv := Add(MulScalar(v, o.Beta2), MulScalar(Square(gr), 1-o.Beta2))
+	nm := Where(finite, Add(m, MulScalar(Sub(gr, m), 1-o.Beta1)), m)
+	nv := Where(finite, Add(MulScalar(v, o.Beta2), MulScalar(Square(gr), 1-o.Beta2)), v)
+	mv.SetValueGraph(nm)
+	vv.SetValueGraph(nv)
 	denom := Add(Div(Sqrt(nv), bc2Sqrt), eps)
-	nx := Sub(Mul(x, decay), Mul(stepSize, Div(nm, denom)))
-	mv.SetValueGraph(Where(finite, nm, m))
-	vv.SetValueGraph(Where(finite, nv, v))
-	return nx
+	return Sub(Mul(x, decay), Mul(stepSize, Div(nm, denom)))
 }
 
 // adafactor is transformers.Adafactor as HF Trainer configures it (external lr, no parameter
