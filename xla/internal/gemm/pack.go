@@ -26,6 +26,9 @@ func packF32(dst, src []float32, x0, p0, nx, kb, w, sx, sp int) {
 		cols := min(w, nx-t*w)
 		d := dst[t*w*kb : (t+1)*w*kb]
 		if sx == 1 {
+			if cols == w && copyPanel(d, src[xs+p0*sp:], kb, sp, w) {
+				continue
+			}
 			for p := 0; p < kb; p++ {
 				off := xs + (p0+p)*sp
 				row := d[p*w : p*w+w]

@@ -21,6 +21,12 @@ func widenTranspose16(dst *float32, src *uint16, rows, sx, chunks, w int, mask u
 func transpose16F32(dst *float32, src *float32, rows, sx, chunks, w int, mask uint32)
 
 //go:noescape
+func copyPanel32(dst, src *float32, kb, sp int)
+
+//go:noescape
+func copyPanel12(dst, src *float32, kb, sp int)
+
+//go:noescape
 func widenRowsAVX2(dst *float32, src *uint16, steps, sp, w, np, pstride int)
 
 // packPairsAVX512 is packPairs with the bulk of each panel done by the
@@ -141,4 +147,21 @@ func transposedF32(d []float32, src []float32, xs, p0, cols, kb, w, sx int) int 
 		transpose16F32(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
 	}
 	return 16 * chunks
+}
+
+// copyPanel packs one full panel d of packF32 with sx == 1 (each step w contiguous values of src,
+// sp apart) with vector moves instead of a copy call per step, for the AVX-512 kernel's panel
+// widths (12 for A, 32 for B), and reports whether it did.
+func copyPanel(d, src []float32, kb, sp, w int) bool {
+	if kb == 0 || !hasAVX512() || w != 32 && w != 12 {
+		return false
+	}
+	_ = src[(kb-1)*sp+w-1] // last value read
+	_ = d[kb*w-1]          // last value written
+	if w == 32 {
+		copyPanel32(&d[0], &src[0], kb, sp)
+	} else {
+		copyPanel12(&d[0], &src[0], kb, sp)
+	}
+	return true
 }

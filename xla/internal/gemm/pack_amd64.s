@@ -673,3 +673,52 @@ floaded:
 fdone:
 	VZEROUPPER
 	RET
+
+// func copyPanel32(dst, src *float32, kb, sp int)
+//
+// packF32's copy of one full 32-wide panel with sx == 1: kb steps, each 32 contiguous values
+// from src + p*sp (two zmm) to dst + p*32.
+TEXT ·copyPanel32(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ kb+16(FP), CX
+	MOVQ sp+24(FP), DX
+	SHLQ $2, DX
+	TESTQ CX, CX
+	JZ   c32done
+c32loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ DX, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  c32loop
+c32done:
+	VZEROUPPER
+	RET
+
+// func copyPanel12(dst, src *float32, kb, sp int)
+//
+// copyPanel32 for a 12-wide panel: 12 values (a ymm and an xmm) per step to dst + p*12.
+TEXT ·copyPanel12(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ kb+16(FP), CX
+	MOVQ sp+24(FP), DX
+	SHLQ $2, DX
+	TESTQ CX, CX
+	JZ   c12done
+c12loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), X1
+	VMOVUPS Y0, (DI)
+	VMOVUPS X1, 32(DI)
+	ADDQ DX, SI
+	ADDQ $48, DI
+	DECQ CX
+	JNZ  c12loop
+c12done:
+	VZEROUPPER
+	RET

@@ -11,3 +11,6 @@ func widenTransposed(d []float32, src []uint16, xs, p0, cols, kb, w, sx int) int
 
 // transposedF32 returns 0: packF32 transposes in Go.
 func transposedF32(d []float32, src []float32, xs, p0, cols, kb, w, sx int) int { return 0 }
+
+// copyPanel returns false: packF32 copies each step in Go.
+func copyPanel(d, src []float32, kb, sp, w int) bool { return false }
