@@ -16,9 +16,12 @@ import (
 // group, which computes v itself from v's own inputs, and v is never written to a buffer. The
 // result is bitwise the same (the same instructions on the same inputs, over the same blocks).
 // It is done only when it costs no memory and little time:
-//   - every buffer the group reads is read anyway by some operation outside the group that runs
-//     no earlier than the last reader group, so no input's life is extended (v's buffer is
-//     simply not needed any more);
+//   - the buffers the group reads whose lives it would extend (those no operation outside the
+//     group reads as late as the last reader group) add up to no more bytes than v's buffer:
+//     each extension lies within v's own life, so the saved buffer pays for them. Most groups
+//     extend nothing (every input is read later anyway); the optimizer's mean, clipped
+//     gradient (sum/count, then times the clipping factor) extends the gradient sum it replaces;
+//     GELU's chain extends nothing;
 //   - the group has at most rematMaxOps members and at most rematMaxReaders reader groups, so the
 //     recomputation stays a small fraction of the readers' own work.
 //
@@ -88,9 +91,13 @@ func (b *Builder) rematerialize(members map[int][]int, group []int, isOutput []b
 			continue
 		}
 		last := slices.Max(readers)
-		// Every buffer the group reads must be read by something else (the readers included) no
-		// earlier than last: then computing v there keeps nothing alive longer.
+		// The buffers the group reads that nothing else (the readers included) reads at last or
+		// later would be kept alive longer, up to last. v itself is alive from the group to last,
+		// and an input is alive at least until the group runs, so each extension lies within v's
+		// life: while they add up to no more bytes than v's buffer, which is no longer needed,
+		// no point of the execution holds more than before.
 		inGroup := func(id int) bool { _, found := slices.BinarySearch(ids, id); return found }
+		var extended uintptr
 		for _, in := range b.groupInputs(ids, group) {
 			if in.shape.Size() == 1 {
 				continue // a scalar: kept or not, it costs nothing
@@ -106,11 +113,10 @@ func (b *Builder) rematerialize(members map[int][]int, group []int, isOutput []b
 				}
 			}
 			if !later {
-				ok = false
-				break
+				extended += in.shape.Memory()
 			}
 		}
-		if !ok {
+		if extended > v.shape.Memory() {
 			continue
 		}
 		for _, g := range readers {
