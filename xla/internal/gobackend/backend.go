@@ -118,6 +118,7 @@ type worker struct {
 	fuseJob    fuseJob
 	reduceJob  reduceJob
 	compareJob compareJob
+	vecJob     vecJob
 	// in holds the operands' data of the running native operation.
 	in []any
 }

@@ -172,6 +172,9 @@ var dotCases = []dotCase{
 	{"select-last", []int{7, 8}, []int{8}, []int{1}, nil, []int{0}, nil, false, false},
 	{"select-first", []int{2, 65}, []int{2}, []int{0}, nil, []int{0}, nil, false, false},
 	{"outer-short", []int{2, 5, 37}, []int{3}, nil, nil, nil, nil, false, false},
+	// Large enough to be split by rows across the worker's team.
+	{"select-split", []int{4, 40, 3, 300}, []int{3}, []int{2}, nil, []int{0}, nil, false, false},
+	{"outer-split", []int{4, 40, 300}, []int{3}, nil, nil, nil, nil, false, false},
 	{"large-batched", []int{4, 130, 96}, []int{4, 96, 131}, []int{2}, []int{0}, []int{1}, []int{0}, false, false},
 }
 

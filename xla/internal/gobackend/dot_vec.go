@@ -104,8 +104,22 @@ func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any, scratch *[]float32) {
 		return
 	}
 	a, r, c := lhs.([]float32), rhs.([]float32), out.([]float32)
+	v.runF32(a, r, c, 0, v.rows())
+}
+
+// rows is the number of independent rows of a float32 product (runF32's unit of work): lhs rows
+// of q values for an outer product, output rows of q values for a contraction.
+func (v *vecPlan) rows() int {
 	if v.outer {
-		for i := range v.p / v.q {
+		return v.p / v.q
+	}
+	return v.p
+}
+
+// runF32 computes rows [lo, hi) of a float32 product.
+func (v *vecPlan) runF32(a, r, c []float32, lo, hi int) {
+	if v.outer {
+		for i := lo; i < hi; i++ {
 			src := a[i*v.q : (i+1)*v.q]
 			for j, rj := range r[:v.k] {
 				dst := c[(i*v.k+j)*v.q : (i*v.k+j+1)*v.q]
@@ -116,7 +130,7 @@ func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any, scratch *[]float32) {
 		}
 		return
 	}
-	for i := range v.p {
+	for i := lo; i < hi; i++ {
 		src := a[i*v.k*v.q : (i+1)*v.k*v.q]
 		dst := c[i*v.q : (i+1)*v.q]
 		if v.k == 0 {
@@ -135,4 +149,34 @@ func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any, scratch *[]float32) {
 			}
 		}
 	}
+}
+
+// vecJob is a float32 short-vector product split by rows over a worker's team; every row is
+// computed as a serial run computes it.
+type vecJob struct {
+	v       *vecPlan
+	a, r, c []float32
+	per     int // rows per part
+}
+
+func (j *vecJob) part(p int) {
+	n := j.v.rows()
+	j.v.runF32(j.a, j.r, j.c, min(p*j.per, n), min((p+1)*j.per, n))
+}
+
+// runVec computes a float32 short-vector product on the worker, split across its team when the
+// output is large enough; it reports false for other dtypes (run then computes them serially).
+func (w *worker) runVec(v *vecPlan, lhs, rhs, out any) (bool, error) {
+	c, ok := out.([]float32)
+	if !ok {
+		return false, nil
+	}
+	parts := len(w.regs)
+	if len(c) < minParallel || parts <= 1 {
+		return false, nil
+	}
+	w.vecJob = vecJob{v: v, a: lhs.([]float32), r: rhs.([]float32), c: c, per: (v.rows() + parts - 1) / parts}
+	err := w.team.run(parts, &w.vecJob)
+	w.vecJob = vecJob{}
+	return true, err
 }

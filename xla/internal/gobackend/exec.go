@@ -412,7 +412,12 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 			return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
 		}
 	}
-	if nat.dot != nil {
+	if nat.dot != nil && nat.dot.vec != nil && nat.dot.batch > 0 && nat.dot.m > 0 && nat.dot.n > 0 {
+		var done bool
+		if done, err = w.runVec(nat.dot.vec, in[0], in[1], out); !done {
+			err = nat.dot.run(context.Background(), w.pool, &w.scratch, in[0], in[1], out)
+		}
+	} else if nat.dot != nil {
 		// Execute has no context (the backends interface has none); products are not cancellable.
 		err = nat.dot.run(context.Background(), w.pool, &w.scratch, in[0], in[1], out)
 		if err != nil {
