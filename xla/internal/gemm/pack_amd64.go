@@ -108,8 +108,19 @@ func widenPanels(dst []float32, src []uint16, x0, p0, nx, kb, w, sp int) int {
 // AVX-512 transpose, when the CPU has AVX512F and AVX512BW, and returns the
 // number of steps it did: the whole 16-step chunks of kb, or 0.
 func widenTransposed(d []float32, src []uint16, xs, p0, cols, kb, w, sx int) int {
+	if !hasAVX512BW() {
+		return 0
+	}
+	return transposePanel(d, src, xs, p0, cols, kb, w, sx, widenTranspose16)
+}
+
+// transposePanel runs kernel, a 16×16-transposing packer (widenTranspose16 or transpose16F32),
+// over each 16-lane group of one panel d with sp == 1, for the whole 16-step chunks of kb, and
+// returns the number of steps done (0 when kb has no whole chunk). The slice checks make a driver
+// bug panic in Go instead of reading or writing out of bounds in assembly.
+func transposePanel[T uint16 | float32](d []float32, src []T, xs, p0, cols, kb, w, sx int, kernel func(dst *float32, src *T, rows, sx, chunks, w int, mask uint32)) int {
 	chunks := kb / 16
-	if chunks == 0 || !hasAVX512BW() {
+	if chunks == 0 {
 		return 0
 	}
 	for g := 0; g < w; g += 16 {
@@ -121,7 +132,7 @@ func widenTransposed(d []float32, src []uint16, xs, p0, cols, kb, w, sx int) int
 			s = &src[base]
 		}
 		_ = d[(16*chunks-1)*w+g+min(16, w-g)-1] // last value written
-		widenTranspose16(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
+		kernel(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
 	}
 	return 16 * chunks
 }
@@ -131,22 +142,10 @@ func widenTransposed(d []float32, src []uint16, xs, p0, cols, kb, w, sx int) int
 // (AVX512F only), and returns the number of steps it did: the whole 16-step
 // chunks of kb, or 0. The panels are the Go loops' bits (a copy).
 func transposedF32(d []float32, src []float32, xs, p0, cols, kb, w, sx int) int {
-	chunks := kb / 16
-	if chunks == 0 || !hasAVX512() {
+	if !hasAVX512() {
 		return 0
 	}
-	for g := 0; g < w; g += 16 {
-		rows := min(max(cols-g, 0), 16)
-		s := unsafe.SliceData(src) // not read when rows == 0
-		if rows > 0 {
-			base := (xs+g)*sx + p0
-			_ = src[base+(rows-1)*sx+16*chunks-1] // last value read
-			s = &src[base]
-		}
-		_ = d[(16*chunks-1)*w+g+min(16, w-g)-1] // last value written
-		transpose16F32(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
-	}
-	return 16 * chunks
+	return transposePanel(d, src, xs, p0, cols, kb, w, sx, transpose16F32)
 }
 
 // copyPanel packs one full panel d of packF32 with sx == 1 (each step w contiguous values of src,
