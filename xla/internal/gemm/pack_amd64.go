@@ -12,13 +12,10 @@ import "unsafe"
 func pairsInterleave(dst *uint32, src *uint16, steps, sp, w int, m0, m1 uint32, np, pstride int)
 
 //go:noescape
-func pairsTranspose16(dst *uint32, src *uint16, rows, sx, chunks, w int, mask uint32)
+func pairsTranspose16(dst *uint32, src *uint16, rows, sx, chunks, w int, mask, swap uint32)
 
 //go:noescape
 func widenTranspose16(dst *float32, src *uint16, rows, sx, chunks, w int, mask uint32)
-
-//go:noescape
-func transpose16F32(dst *float32, src *float32, rows, sx, chunks, w int, mask uint32)
 
 //go:noescape
 func copyPanel32(dst, src *float32, kb, sp int)
@@ -76,7 +73,7 @@ func packPairsAVX512(dst []uint32, src []uint16, x0, p0, nx, kb, w, sx, sp int) 
 					s = &src[base]
 				}
 				_ = d[(16*chunks-1)*w+g+min(16, w-g)-1] // last dword written
-				pairsTranspose16(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
+				pairsTranspose16(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1, 1)
 			}
 		}
 		packPairsRange(d, src, xs, p0, cols, kb, w, sx, sp, 16*chunks)
@@ -135,6 +132,12 @@ func transposePanel[T uint16 | float32](d []float32, src []T, xs, p0, cols, kb, 
 		kernel(&d[g], s, rows, sx, chunks, w, uint32(1)<<min(16, w-g)-1)
 	}
 	return 16 * chunks
+}
+
+// transpose16F32 is pairsTranspose16 without the halves' swap on float32
+// rows (a float32 is a dword; sx floats are 2·sx bfloat16 places).
+func transpose16F32(dst, src *float32, rows, sx, chunks, w int, mask uint32) {
+	pairsTranspose16((*uint32)(unsafe.Pointer(dst)), (*uint16)(unsafe.Pointer(src)), rows, 2*sx, chunks, w, mask, 0)
 }
 
 // transposedF32 is widenTransposed for float32 sources: it packs the first

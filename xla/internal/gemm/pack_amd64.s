@@ -190,15 +190,17 @@ ildone:
 	VMOVDQU32 Z15, K1, (DI)(R14*1); \
 	LEAQ (DI)(R12*4), DI
 
-// func pairsTranspose16(dst *uint32, src *uint16, rows, sx, chunks, w int, mask uint32)
+// func pairsTranspose16(dst *uint32, src *uint16, rows, sx, chunks, w int, mask, swap uint32)
 //
 // Packs up to 16 x-rows that are contiguous along k: row i (i < rows) starts
 // at src[i*sx], and its dword q (bfloat16 values 2q, 2q+1), halves swapped
-// (2q high), goes to dst[q*w + i], for q in [0, 16*chunks); rows i >= rows are stored as zero.
+// (2q high) when swap is not 0, goes to dst[q*w + i], for q in [0, 16*chunks);
+// rows i >= rows are stored as zero. Without the swap it transposes any
+// dwords: packF32's k-contiguous float32 panels (transpose16F32).
 // Each chunk loads 16 dwords of every row, transposes the 16×16 block and
 // stores output row q's first lanes under mask (16, or 12 for a 12-wide
 // panel). Every row's cache line is consumed whole by one chunk.
-TEXT ·pairsTranspose16(SB), NOSPLIT, $0-52
+TEXT ·pairsTranspose16(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ rows+16(FP), R8
@@ -209,6 +211,7 @@ TEXT ·pairsTranspose16(SB), NOSPLIT, $0-52
 	SHLQ $2, R12              // bytes between output rows
 	MOVL mask+48(FP), AX
 	KMOVW AX, K1
+	MOVL swap+52(FP), BX
 	LEAQ (DX)(DX*2), R9       // 3 rows
 	LEAQ (DX)(DX*4), R10      // 5 rows
 	LEAQ (R9)(DX*4), R11      // 7 rows
@@ -303,6 +306,8 @@ tloaded:
 	TRANSPOSE_16X16
 	// A dword read from memory holds value 2q in its low half; the panels hold it
 	// in the high half (packPairs), so swap the halves.
+	TESTL BX, BX
+	JZ   tswapped
 	VPRORD $16, Z0, Z0
 	VPRORD $16, Z1, Z1
 	VPRORD $16, Z2, Z2
@@ -319,6 +324,7 @@ tloaded:
 	VPRORD $16, Z13, Z13
 	VPRORD $16, Z14, Z14
 	VPRORD $16, Z15, Z15
+tswapped:
 	STORE_16X16
 	ADDQ $64, SI
 	ADDQ $64, R13
@@ -521,125 +527,6 @@ wdone:
 	VZEROUPPER
 	RET
 
-// func transpose16F32(dst *float32, src *float32, rows, sx, chunks, w int, mask uint32)
-//
-// widenTranspose16 for float32 sources (packF32 with sp == 1: each of the
-// panel's x is a contiguous run along k): for each of chunks 16-step chunks,
-// loads 16 values along k from each of rows rows sx floats apart (rows past
-// rows read as zero), transposes the 16×16 block in registers and stores
-// step p's 16 values at dst + p*w, under mask (the panel's lanes from this
-// group on: fewer than 16 at the end of a 12-wide panel).
-TEXT ·transpose16F32(SB), NOSPLIT, $0-52
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ rows+16(FP), R8
-	MOVQ sx+24(FP), DX
-	SHLQ $2, DX               // bytes between rows
-	MOVQ chunks+32(FP), CX
-	MOVQ w+40(FP), R12
-	SHLQ $2, R12              // bytes between output rows
-	MOVL mask+48(FP), AX
-	KMOVW AX, K1
-	LEAQ (DX)(DX*2), R9       // 3 rows
-	LEAQ (DX)(DX*4), R10      // 5 rows
-	LEAQ (R9)(DX*4), R11      // 7 rows
-	LEAQ (SI)(DX*8), R13      // row 8
-	LEAQ (R12)(R12*2), R14    // 3 output rows
-	TESTQ CX, CX
-	JZ   fdone
-fchunk:
-	// Load rows [0, rows) and fall through the zeroing of the others.
-	TESTQ R8, R8
-	JZ   fz0
-	VMOVDQU32 (SI), Z0
-	CMPQ R8, $1
-	JLE  fz1
-	VMOVDQU32 (SI)(DX*1), Z1
-	CMPQ R8, $2
-	JLE  fz2
-	VMOVDQU32 (SI)(DX*2), Z2
-	CMPQ R8, $3
-	JLE  fz3
-	VMOVDQU32 (SI)(R9*1), Z3
-	CMPQ R8, $4
-	JLE  fz4
-	VMOVDQU32 (SI)(DX*4), Z4
-	CMPQ R8, $5
-	JLE  fz5
-	VMOVDQU32 (SI)(R10*1), Z5
-	CMPQ R8, $6
-	JLE  fz6
-	VMOVDQU32 (SI)(R9*2), Z6
-	CMPQ R8, $7
-	JLE  fz7
-	VMOVDQU32 (SI)(R11*1), Z7
-	CMPQ R8, $8
-	JLE  fz8
-	VMOVDQU32 (R13), Z8
-	CMPQ R8, $9
-	JLE  fz9
-	VMOVDQU32 (R13)(DX*1), Z9
-	CMPQ R8, $10
-	JLE  fz10
-	VMOVDQU32 (R13)(DX*2), Z10
-	CMPQ R8, $11
-	JLE  fz11
-	VMOVDQU32 (R13)(R9*1), Z11
-	CMPQ R8, $12
-	JLE  fz12
-	VMOVDQU32 (R13)(DX*4), Z12
-	CMPQ R8, $13
-	JLE  fz13
-	VMOVDQU32 (R13)(R10*1), Z13
-	CMPQ R8, $14
-	JLE  fz14
-	VMOVDQU32 (R13)(R9*2), Z14
-	CMPQ R8, $15
-	JLE  fz15
-	VMOVDQU32 (R13)(R11*1), Z15
-	JMP  floaded
-fz0:
-	VPXORD Z0, Z0, Z0
-fz1:
-	VPXORD Z1, Z1, Z1
-fz2:
-	VPXORD Z2, Z2, Z2
-fz3:
-	VPXORD Z3, Z3, Z3
-fz4:
-	VPXORD Z4, Z4, Z4
-fz5:
-	VPXORD Z5, Z5, Z5
-fz6:
-	VPXORD Z6, Z6, Z6
-fz7:
-	VPXORD Z7, Z7, Z7
-fz8:
-	VPXORD Z8, Z8, Z8
-fz9:
-	VPXORD Z9, Z9, Z9
-fz10:
-	VPXORD Z10, Z10, Z10
-fz11:
-	VPXORD Z11, Z11, Z11
-fz12:
-	VPXORD Z12, Z12, Z12
-fz13:
-	VPXORD Z13, Z13, Z13
-fz14:
-	VPXORD Z14, Z14, Z14
-fz15:
-	VPXORD Z15, Z15, Z15
-floaded:
-	TRANSPOSE_16X16
-	STORE_16X16
-	ADDQ $64, SI
-	ADDQ $64, R13
-	DECQ CX
-	JNZ  fchunk
-fdone:
-	VZEROUPPER
-	RET
 
 // func copyPanel32(dst, src *float32, kb, sp int)
 //
