@@ -206,6 +206,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			native[n.id] = &nativeOp{cp: p, reads: []int{n.inputs[0].id}, out: n.outputs[0].id, name: n.op.String()}
 		}
 	}
+	b.fuseReduceSources(native, absorbed, users, isOutput)
 	isNative := func(id int) bool { return native[id] != nil || absorbed[id] }
 
 	// Scheduling, as soon as possible: segment s runs at time 2s and native wave w at 2w+1. A
@@ -551,8 +552,9 @@ type Stats struct {
 	Segments       int // fallback segments (simplego executables)
 	Native         int // native products
 	PackedOperands int // operands of native products transposed into a packed buffer first
-	Fusions        int // native fused elementwise steps
+	Fusions        int // native fused elementwise programs (ReducedFusions included)
 	FusedOps       int // operations computed inside them
+	ReducedFusions int // fusions computed inside the reduction reading them, never stored (reduce_fused.go)
 	Reductions     int // native reductions
 	Transposes     int // native transposes
 	Comparisons    int // native comparisons
@@ -585,6 +587,11 @@ func (e *Executable) Stats() Stats {
 			s.FusedOps += nat.fus.ops
 		case nat.red != nil:
 			s.Reductions++
+			if nat.red.src != nil {
+				s.Fusions++
+				s.FusedOps += nat.red.src.ops
+				s.ReducedFusions++
+			}
 		case nat.trans != nil:
 			s.Transposes++
 		case nat.cmp != nil:

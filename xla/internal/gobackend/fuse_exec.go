@@ -16,6 +16,8 @@ type fuseRegs struct {
 	views [][]float32
 	half  []uint16
 	bools []bool
+	// red receives the blocks of a fusion computed inside a reduction (reduce_fused.go).
+	red []float32
 }
 
 func (r *fuseRegs) ensure(n int) {
@@ -33,13 +35,16 @@ func (r *fuseRegs) ensure(n int) {
 
 // fuseIO is the data of one run of a fusion: its output (out for float32, out16 for bfloat16)
 // and, by leaf, the flat data it reads (srcs for float32, hsrcs for bfloat16, bsrcs for bool;
-// nil for a folded constant).
+// nil for a folded constant). Output element i is stored at out[i-outOff]: a reduction computing
+// the fusion a few rows at a time (reduce_fused.go) points out at its scratch, outOff at the
+// first element it asks for.
 type fuseIO struct {
-	out   []float32
-	out16 []uint16
-	srcs  [][]float32
-	hsrcs [][]uint16
-	bsrcs [][]bool
+	out    []float32
+	out16  []uint16
+	outOff int
+	srcs   [][]float32
+	hsrcs  [][]uint16
+	bsrcs  [][]bool
 }
 
 func (io *fuseIO) size() int {
@@ -166,7 +171,7 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 			in := &f.instrs[k]
 			var dst []float32
 			if k == last && io.out16 == nil {
-				dst = io.out[b:e]
+				dst = io.out[b-io.outOff : e-io.outOff]
 			} else {
 				dst = r.bufs[in.dst][:n]
 			}
@@ -200,7 +205,7 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 			r.views[in.dst] = dst
 		}
 		if io.out16 != nil {
-			narrowBF16(io.out16[b:e], r.views[f.instrs[last].dst])
+			narrowBF16(io.out16[b-io.outOff:e-io.outOff], r.views[f.instrs[last].dst])
 		}
 	}
 }

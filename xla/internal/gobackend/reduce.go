@@ -21,6 +21,9 @@ type reducePlan struct {
 	outer, red, inner int
 	in, out           int  // value ids
 	bf16              bool // bfloat16 operand and result
+	// src, when set, is the fusion whose output is the operand, computed inside the reduction
+	// instead of read from a buffer (reduce_fused.go); the step then reads the fusion's operands.
+	src *fusion
 }
 
 // planReduce returns the plan of n, or nil if n is not a native reduction.
@@ -110,11 +113,13 @@ func (p *reducePlan) runJob(job reduceJob, w *worker) error {
 
 // reduceJob is a reduction (float32 out and in, or bfloat16 out16 and in16) split over its outer
 // (or, if they are fewer than the parts, inner) positions; the worker keeps one, so splitting
-// allocates nothing. A bfloat16 part accumulates in its fusion registers regs[part].
+// allocates nothing. A bfloat16 part accumulates in its fusion registers regs[part], and a part
+// computing the plan's source fusion runs it in them.
 type reduceJob struct {
 	p           *reducePlan
 	out, in     []float32
 	out16, in16 []uint16
+	src         fuseIO // the operands of p.src, when the plan computes its operand (reduce_fused.go)
 	regs        []fuseRegs
 	byOuter     bool
 	per         int
@@ -133,6 +138,10 @@ func (j *reduceJob) part(t int) {
 
 // rows computes part t's outputs [o, i] for o in [olo, ohi) and i in [ilo, ihi).
 func (j *reduceJob) rows(t, olo, ohi, ilo, ihi int) {
+	if j.p.src != nil {
+		j.p.rowsFused(j.out, j.src, &j.regs[t], olo, ohi, ilo, ihi)
+		return
+	}
 	if j.p.bf16 {
 		j.p.rowsBF16(j.out16, j.in16, &j.regs[t], olo, ohi, ilo, ihi)
 		return

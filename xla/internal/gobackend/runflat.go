@@ -19,6 +19,8 @@ func (nat *nativeOp) runFlat(w *worker, in []any, out any) error {
 		return nat.cmp.run(w, out.([]bool), in[0], in[len(in)-1])
 	case nat.fus != nil:
 		return nat.fus.runFlat(w, nat.reads, in, out)
+	case nat.red != nil && nat.red.src != nil:
+		return nat.red.runFused(w, nat.reads, in, out.([]float32))
 	case nat.red != nil && nat.red.bf16:
 		return nat.red.runBF16(bf16Bits(out.([]bfloat16.BFloat16)), bf16Bits(in[0].([]bfloat16.BFloat16)), w)
 	case nat.red != nil:
@@ -38,14 +40,23 @@ func (nat *nativeOp) runFlat(w *worker, in []any, out any) error {
 // runFlat runs the fusion on the flat data in of the values reads into out ([]float32 or
 // []bfloat16.BFloat16, the root's type).
 func (f *fusion) runFlat(w *worker, reads []int, in []any, out any) error {
+	io, err := f.bind(w, reads, in)
+	defer w.unbind(&io)
+	if err != nil {
+		return err
+	}
+	if f.outBF16 {
+		io.out16 = bf16Bits(out.([]bfloat16.BFloat16))
+	} else {
+		io.out = out.([]float32)
+	}
+	return f.runIO(io, w)
+}
+
+// bind returns the fusion's leaf tables over the flat data in of the values reads, in the
+// worker's reused tables; the caller sets the output and, when done, calls unbind.
+func (f *fusion) bind(w *worker, reads []int, in []any) (fuseIO, error) {
 	io := fuseIO{srcs: w.srcs[:0], hsrcs: w.hsrcs[:0], bsrcs: w.bsrcs[:0]}
-	defer func() {
-		// No references kept past the operation; the tables are reused.
-		clear(io.srcs)
-		clear(io.hsrcs)
-		clear(io.bsrcs)
-		w.srcs, w.hsrcs, w.bsrcs = io.srcs[:0], io.hsrcs[:0], io.bsrcs[:0]
-	}()
 	for _, l := range f.leaves {
 		var src []float32
 		var hsrc []uint16
@@ -60,7 +71,7 @@ func (f *fusion) runFlat(w *worker, reads []int, in []any, out any) error {
 			}
 			switch {
 			case k < 0:
-				return fmt.Errorf("fusion leaf reads value #%d, not an operand (bug)", l.value)
+				return io, fmt.Errorf("fusion leaf reads value #%d, not an operand (bug)", l.value)
 			case l.kind == leafBool:
 				bsrc = in[k].([]bool)
 			case l.bf16:
@@ -71,10 +82,14 @@ func (f *fusion) runFlat(w *worker, reads []int, in []any, out any) error {
 		}
 		io.srcs, io.hsrcs, io.bsrcs = append(io.srcs, src), append(io.hsrcs, hsrc), append(io.bsrcs, bsrc)
 	}
-	if f.outBF16 {
-		io.out16 = bf16Bits(out.([]bfloat16.BFloat16))
-	} else {
-		io.out = out.([]float32)
-	}
-	return f.runIO(io, w)
+	return io, nil
+}
+
+// unbind drops io's references to the operands (none are kept past the operation) and gives
+// its tables back to the worker for the next fusion.
+func (w *worker) unbind(io *fuseIO) {
+	clear(io.srcs)
+	clear(io.hsrcs)
+	clear(io.bsrcs)
+	w.srcs, w.hsrcs, w.bsrcs = io.srcs[:0], io.hsrcs[:0], io.bsrcs[:0]
 }
