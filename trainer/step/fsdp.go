@@ -315,9 +315,22 @@ func (s *Stepper) fsdpTrainGraph(c *mlctx.Context, nodes []*Node) []*Node {
 func (s *Stepper) wholeSumSq(g *Graph, grads []*Node) *Node {
 	sumSq := Scalar(g, dtypes.Float32, 0)
 	for _, gr := range grads {
-		sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
+		sumSq = Add(sumSq, sumSquares(gr))
 	}
 	return sumSq
+}
+
+// sumSquares is the sum of the squares of x's elements: of each row (last axis) first, then of
+// the rows' sums. The rows' sums are independent, so a backend computes them side by side (the
+// CPU backend eight rows at a time on each core); a single running sum over the whole tensor
+// would wait for every addition before the next — for GPT-2's 124M gradients, a tenth of a
+// second per step on one core while the other idles.
+func sumSquares(x *Node) *Node {
+	sq := Square(x)
+	if x.Rank() >= 2 && x.Shape().Dim(-1) > 1 {
+		sq = ReduceSum(sq, -1)
+	}
+	return ReduceAllSum(sq)
 }
 
 // gradSumSq is the squared global L2 norm of grads. In an FSDP step with accumulation a sharded
@@ -332,9 +345,9 @@ func (s *Stepper) gradSumSq(g *Graph, grads []*Node) *Node {
 	sharded := Scalar(g, dtypes.Float32, 0)
 	for i, gr := range grads {
 		if s.fsdp.layouts[i].Sharded() {
-			sharded = Add(sharded, ReduceAllSum(Square(gr)))
+			sharded = Add(sharded, sumSquares(gr))
 		} else {
-			sumSq = Add(sumSq, ReduceAllSum(Square(gr)))
+			sumSq = Add(sumSq, sumSquares(gr))
 		}
 	}
 	return Add(g.Distributed().Along(FSDPAxis).AllReduceOne(sharded, backends.ReduceOpSum), sumSq)
