@@ -262,10 +262,15 @@ func gatherStrided[T float32 | uint16 | int32 | bool](dst, src []T, dims, stride
 	}
 }
 
-// fill sets every element of dst to v. A long run is filled by doubling copies (memmove's vector
-// stores): several times faster than a store per element, and broadcasts of a column (the
-// softmax's row maximum and sum, over the vocabulary) are such runs.
+// fill sets every element of dst to v. A run of 32-bit values (float32, int32) is stored by the
+// vector kernel where there is one (fill32Vec); another long run is filled by doubling copies
+// (memmove's vector stores): several times faster than a store per element. Broadcasts of a
+// column (the softmax's row maximum and sum) are such runs, one per row of every block.
 func fill[T any](dst []T, v T) {
+	if len(dst) >= 16 && unsafe.Sizeof(v) == 4 &&
+		fill32Vec((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), *(*uint32)(unsafe.Pointer(&v)), len(dst)) {
+		return
+	}
 	if len(dst) < 32 {
 		for i := range dst {
 			dst[i] = v
@@ -316,8 +321,9 @@ func binaryF32(op backends.OpType, dst, a, b []float32) {
 }
 
 // unaryF32 computes dst = op(a) elementwise. Exp and Tanh use the vector kernels where the CPU
-// has them (within 2 ulps of the float64 result rounded once); the other operations, and Exp
-// and Tanh without the kernels, are computed as simplego computes them (unaryRef).
+// has them (within 2 ulps of the float64 result rounded once), and so do Sqrt and Neg (the bits
+// of unaryRef); the other operations, and all of them without the kernels, are computed as
+// simplego computes them (unaryRef).
 func unaryF32(op backends.OpType, dst, a []float32) {
 	a = a[:len(dst)]
 	switch op {
@@ -334,6 +340,10 @@ func unaryF32(op backends.OpType, dst, a []float32) {
 		}
 	case backends.OpTypeSqrt:
 		if sqrtF32Vec(dst, a) {
+			return
+		}
+	case backends.OpTypeNeg:
+		if negF32Vec(dst, a) {
 			return
 		}
 	}

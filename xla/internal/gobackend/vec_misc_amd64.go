@@ -16,6 +16,34 @@ func selectF32AVX(dst, cond, a, b *float32, n int)
 //go:noescape
 func boolsToF32AVX2(dst *float32, src *bool, n int)
 
+//go:noescape
+func negF32AVX2(dst, src *float32, n int)
+
+//go:noescape
+func fill32AVX2(dst *uint32, v uint32, n int)
+
+// negF32Vec computes dst = -a with the vector kernel and reports whether it could: the bits of
+// unaryRef's Neg.
+func negF32Vec(dst, a []float32) bool {
+	n := len(dst)
+	if !vecAVX2 || n == 0 || len(a) < n {
+		return false
+	}
+	negF32AVX2(&dst[0], &a[0], n)
+	return true
+}
+
+// fill32Vec sets the n 32-bit elements at dst to v with the vector kernel and reports whether it
+// could. fill uses it for float32 and int32 runs: one call instead of the log2(n) copies of the
+// portable doubling.
+func fill32Vec(dst *uint32, v uint32, n int) bool {
+	if !vecAVX2 {
+		return false
+	}
+	fill32AVX2(dst, v, n)
+	return true
+}
+
 // sqrtF32Vec computes dst = sqrt(a) with the vector kernel and reports whether it could. The
 // results are bitwise unaryRef's.
 func sqrtF32Vec(dst, a []float32) bool {

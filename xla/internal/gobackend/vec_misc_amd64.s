@@ -159,3 +159,89 @@ b2ftail:
 b2fdone:
 	VZEROUPPER
 	RET
+
+// func negF32AVX2(dst, src *float32, n int)
+//
+// The sign bit flipped (VXORPS with -0.0), as Go's -x: NaNs and zeros change sign too.
+TEXT ·negF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $0x80000000, AX
+	VMOVD AX, X4
+	VPBROADCASTD X4, Y4
+neg32:
+	CMPQ CX, $32
+	JL   neg8
+	VXORPS (SI), Y4, Y0
+	VXORPS 32(SI), Y4, Y1
+	VXORPS 64(SI), Y4, Y2
+	VXORPS 96(SI), Y4, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP  neg32
+neg8:
+	CMPQ CX, $8
+	JL   negtail
+	VXORPS (SI), Y4, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  neg8
+negtail:
+	CMPQ CX, $0
+	JE   negdone
+	MOVL (SI), BX
+	XORL AX, BX
+	MOVL BX, (DI)
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP  negtail
+negdone:
+	VZEROUPPER
+	RET
+
+// func fill32AVX2(dst *uint32, v uint32, n int)
+//
+// Every one of the n 32-bit elements at dst set to v: a float32 or int32 broadcast, 32 bytes
+// per store.
+TEXT ·fill32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVL v+8(FP), AX
+	MOVQ n+16(FP), CX
+	VMOVD AX, X0
+	VPBROADCASTD X0, Y0
+fill32:
+	CMPQ CX, $32
+	JL   fill8
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y0, 32(DI)
+	VMOVDQU Y0, 64(DI)
+	VMOVDQU Y0, 96(DI)
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP  fill32
+fill8:
+	CMPQ CX, $8
+	JL   filltail
+	VMOVDQU Y0, (DI)
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  fill8
+filltail:
+	CMPQ CX, $0
+	JE   filldone
+	MOVL AX, (DI)
+	ADDQ $4, DI
+	DECQ CX
+	JMP  filltail
+filldone:
+	VZEROUPPER
+	RET

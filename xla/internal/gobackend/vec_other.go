@@ -37,3 +37,9 @@ func selectF32Vec(_, _, _, _ []float32) bool { return false }
 
 // boolsToF32Vec has no vector kernel here.
 func boolsToF32Vec([]float32, []bool) bool { return false }
+
+// negF32Vec has no vector kernel here.
+func negF32Vec([]float32, []float32) bool { return false }
+
+// fill32Vec has no vector kernel here: fill doubles copies.
+func fill32Vec(*uint32, uint32, int) bool { return false }

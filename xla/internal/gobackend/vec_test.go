@@ -171,9 +171,9 @@ func checkUnaryKernel(t *testing.T, op backends.OpType, ref func(float64) float6
 	}
 }
 
-// TestMiscF32Vec: the square-root, selection and bool-conversion kernels give the portable loops'
-// bits (sqrt as float32(math.Sqrt(float64(x))), NaN payloads included) on awkward lengths, with
-// special values, and in place.
+// TestMiscF32Vec: the negation, fill, square-root, selection and bool-conversion kernels give the
+// portable loops' bits (sqrt as float32(math.Sqrt(float64(x))), NaN payloads included) on awkward
+// lengths, with special values, and in place.
 func TestMiscF32Vec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	special := []float32{float32(math.NaN()), math.Float32frombits(0x7fa00001), float32(math.Inf(1)), float32(math.Inf(-1)), 0,
@@ -194,6 +194,23 @@ func TestMiscF32Vec(t *testing.T) {
 			cond[i] = b2f(bools[i])
 		}
 		got := make([]float32, n)
+		unaryF32(backends.OpTypeNeg, got, a)
+		for i, x := range a {
+			if want := -x; !same(got[i], want) {
+				t.Fatalf("neg n=%d [%d]: -(%g) = %g (%#x), want %#x", n, i, x, got[i], math.Float32bits(got[i]), math.Float32bits(want))
+			}
+		}
+		fill(got, a[n/2])
+		for i := range got {
+			if !same(got[i], a[n/2]) {
+				t.Fatalf("fill n=%d [%d]: %#x, want %#x", n, i, math.Float32bits(got[i]), math.Float32bits(a[n/2]))
+			}
+		}
+		ints := make([]int32, n+1)
+		fill(ints[:n], -7)
+		if ints[0] != -7 || ints[n-1] != -7 || ints[n] != 0 {
+			t.Fatalf("fill int32 n=%d: first %d, last %d, after %d", n, ints[0], ints[n-1], ints[n])
+		}
 		unaryF32(backends.OpTypeSqrt, got, a)
 		for i, x := range a {
 			if want := float32(math.Sqrt(float64(x))); !same(got[i], want) {
