@@ -1,6 +1,7 @@
 package gobackend
 
 import (
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -104,7 +105,7 @@ func (v *vecPlan) run(dt dtypes.DType, lhs, rhs, out any, scratch *[]float32) {
 		return
 	}
 	a, r, c := lhs.([]float32), rhs.([]float32), out.([]float32)
-	v.runF32(a, r, c, 0, v.rows())
+	v.runF32(a, r, c, 0, v.rows(), nil)
 }
 
 // rows is the number of independent rows of a float32 product (runF32's unit of work): lhs rows
@@ -116,8 +117,18 @@ func (v *vecPlan) rows() int {
 	return v.p
 }
 
-// runF32 computes rows [lo, hi) of a float32 product.
-func (v *vecPlan) runF32(a, r, c []float32, lo, hi int) {
+// vecBlock is the run of a row runF32 multiplies with the vector kernels at a time: scratch
+// holds the k vector elements repeated vecBlock times and a product of vecBlock.
+const vecBlock = 512
+
+// runF32 computes rows [lo, hi) of a float32 product. With a scratch of (k+1)·vecBlock floats
+// and rows of at least 16 it multiplies and adds with the vector kernels (binaryF32): each result
+// is still Σ_j src_j·r_j, every product rounded and then added in order of j, as the loops below.
+func (v *vecPlan) runF32(a, r, c []float32, lo, hi int, scratch []float32) {
+	if len(scratch) >= (v.k+1)*vecBlock && v.q >= 16 && v.k > 0 {
+		v.runF32Blocks(a, r, c, lo, hi, scratch)
+		return
+	}
 	if v.outer {
 		for i := lo; i < hi; i++ {
 			src := a[i*v.q : (i+1)*v.q]
@@ -151,17 +162,49 @@ func (v *vecPlan) runF32(a, r, c []float32, lo, hi int) {
 	}
 }
 
+// runF32Blocks is runF32 on the vector kernels, vecBlock values of a row at a time.
+func (v *vecPlan) runF32Blocks(a, r, c []float32, lo, hi int, scratch []float32) {
+	rep, tmp := scratch[:v.k*vecBlock], scratch[v.k*vecBlock:(v.k+1)*vecBlock]
+	for j, rj := range r[:v.k] {
+		fill(rep[j*vecBlock:(j+1)*vecBlock], rj)
+	}
+	for i := lo; i < hi; i++ {
+		for x := 0; x < v.q; x += vecBlock {
+			e := min(x+vecBlock, v.q)
+			if v.outer {
+				src := a[i*v.q+x : i*v.q+e]
+				for j := range v.k {
+					base := (i*v.k + j) * v.q
+					binaryF32(backends.OpTypeMul, c[base+x:base+e], src, rep[j*vecBlock:j*vecBlock+e-x])
+				}
+				continue
+			}
+			src, dst := a[i*v.k*v.q:(i+1)*v.k*v.q], c[i*v.q+x:i*v.q+e]
+			binaryF32(backends.OpTypeMul, dst, src[x:e], rep[:e-x])
+			for j := 1; j < v.k; j++ {
+				binaryF32(backends.OpTypeMul, tmp[:e-x], src[j*v.q+x:j*v.q+e], rep[j*vecBlock:j*vecBlock+e-x])
+				binaryF32(backends.OpTypeAdd, dst, dst, tmp[:e-x])
+			}
+		}
+	}
+}
+
 // vecJob is a float32 short-vector product split by rows over a worker's team; every row is
-// computed as a serial run computes it.
+// computed as a serial run computes it. Part p works in regs[p]'s scratch.
 type vecJob struct {
 	v       *vecPlan
 	a, r, c []float32
+	regs    []fuseRegs
 	per     int // rows per part
 }
 
 func (j *vecJob) part(p int) {
 	n := j.v.rows()
-	j.v.runF32(j.a, j.r, j.c, min(p*j.per, n), min((p+1)*j.per, n))
+	r := &j.regs[p]
+	if len(r.red) < redScratch {
+		r.red = make([]float32, redScratch)
+	}
+	j.v.runF32(j.a, j.r, j.c, min(p*j.per, n), min((p+1)*j.per, n), r.red)
 }
 
 // runVec computes a float32 short-vector product on the worker, split across its team when the
@@ -175,7 +218,7 @@ func (w *worker) runVec(v *vecPlan, lhs, rhs, out any) (bool, error) {
 	if len(c) < minParallel || parts <= 1 {
 		return false, nil
 	}
-	w.vecJob = vecJob{v: v, a: lhs.([]float32), r: rhs.([]float32), c: c, per: (v.rows() + parts - 1) / parts}
+	w.vecJob = vecJob{v: v, a: lhs.([]float32), r: rhs.([]float32), c: c, regs: w.regs, per: (v.rows() + parts - 1) / parts}
 	err := w.team.run(parts, &w.vecJob)
 	w.vecJob = vecJob{}
 	return true, err

@@ -16,7 +16,8 @@ type fuseRegs struct {
 	views [][]float32
 	half  []uint16
 	bools []bool
-	// red receives the blocks of a fusion computed inside a reduction (reduce_fused.go).
+	// red receives the blocks of a fusion computed inside a reduction (reduce_fused.go), and
+	// holds a short-vector product's repeated vector (dot_vec.go).
 	red []float32
 }
 
