@@ -52,7 +52,9 @@
 //     writes its output over it;
 //   - float32 and bfloat16 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go),
 //     accumulating in simplego's order, and a bfloat16 one in bfloat16 (every partial sum
-//     truncated) as simplego does, so bitwise equal to it;
+//     truncated) as simplego does, so bitwise equal to it. A float32 one whose operand is a
+//     fusion's output that nothing else reads computes that fusion itself, a few rows at a time,
+//     instead of reading it from a buffer (reduce_fused.go): the same values, in the same order;
 //   - float32 and bfloat16 Transpose;
 //   - Equal, NotEqual, LessThan, LessOrEqual, GreaterThan and GreaterOrEqual of int32, float32 or
 //     bfloat16 operands with simplego's implicit broadcasting (compare.go): the loss's one-hot
