@@ -168,9 +168,6 @@ func widenBF16AVX2(dst *float32, src *uint16, n int)
 //go:noescape
 func narrowBF16AVX2(dst *uint16, src *float32, n int)
 
-//go:noescape
-func roundBF16AVX2(dst, src *float32, n int)
-
 // widenBF16Vec widens src into dst (the same length) with the AVX2 kernel and reports whether it
 // could.
 func widenBF16Vec(dst []float32, src []uint16) bool {
@@ -197,7 +194,7 @@ func roundBF16Vec(dst, src []float32) bool {
 	if !vecAVX2 || len(dst) == 0 {
 		return false
 	}
-	roundBF16AVX2(&dst[0], &src[0], len(dst))
+	bitsF32AVX2(&dst[0], &src[0], len(dst), 0xffff0000, 0)
 	return true
 }
 

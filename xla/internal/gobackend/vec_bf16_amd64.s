@@ -111,54 +111,6 @@ narrowdone:
 	VZEROUPPER
 	RET
 
-// func roundBF16AVX2(dst, src *float32, n int)
-// dst[i] = src[i] with its lower 16 bits cleared: the float32 value of its bfloat16 truncation.
-// dst may be src.
-TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-24
-	MOVQ         dst+0(FP), DI
-	MOVQ         src+8(FP), SI
-	MOVQ         n+16(FP), CX
-	MOVL         $-65536, AX // 0xffff0000
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
-round32:
-	CMPQ    CX, $32
-	JL      round8
-	VPAND   (SI), Y15, Y0
-	VPAND   32(SI), Y15, Y1
-	VPAND   64(SI), Y15, Y2
-	VPAND   96(SI), Y15, Y3
-	VMOVDQU Y0, (DI)
-	VMOVDQU Y1, 32(DI)
-	VMOVDQU Y2, 64(DI)
-	VMOVDQU Y3, 96(DI)
-	ADDQ    $128, SI
-	ADDQ    $128, DI
-	SUBQ    $32, CX
-	JMP     round32
-round8:
-	CMPQ    CX, $8
-	JL      roundtail
-	VPAND   (SI), Y15, Y0
-	VMOVDQU Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JMP     round8
-roundtail:
-	CMPQ CX, $0
-	JE   rounddone
-	MOVL (SI), BX
-	ANDL AX, BX
-	MOVL BX, (DI)
-	ADDQ $4, SI
-	ADDQ $4, DI
-	DECQ CX
-	JMP  roundtail
-rounddone:
-	VZEROUPPER
-	RET
-
 // Binary operations whose result is bfloat16: dst[i] = (a[i] OP b[i]) with the lower 16 bits
 // cleared, the float32 operation and simplego's truncation in one pass (see BINOP in
 // vec_amd64.s, whose arithmetic this is). dst may be a or b (same index).

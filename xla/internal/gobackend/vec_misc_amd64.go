@@ -17,7 +17,7 @@ func selectF32AVX(dst, cond, a, b *float32, n int)
 func boolsToF32AVX2(dst *float32, src *bool, n int)
 
 //go:noescape
-func negF32AVX2(dst, src *float32, n int)
+func bitsF32AVX2(dst, src *float32, n int, and, xor uint32)
 
 //go:noescape
 func fill32AVX2(dst *uint32, v uint32, n int)
@@ -29,7 +29,7 @@ func negF32Vec(dst, a []float32) bool {
 	if !vecAVX2 || n == 0 || len(a) < n {
 		return false
 	}
-	negF32AVX2(&dst[0], &a[0], n)
+	bitsF32AVX2(&dst[0], &a[0], n, 0xffffffff, 0x80000000)
 	return true
 }
 

@@ -3,8 +3,9 @@
 #include "textflag.h"
 
 // Elementwise kernels of fusions that the portable loops ran one element at a time
-// (vec_misc_amd64.go): the square root, Where's selection and the bool-to-float conversion of a
-// condition. Each gives the bits of its portable loop; see the Go declarations.
+// (vec_misc_amd64.go): the square root, Where's selection, the bool-to-float conversion of a
+// condition, a mask of the bits (negation, and bfloat16 truncation for bf16.go) and a 32-bit
+// fill. Each gives the bits of its portable loop; see the Go declarations.
 
 // func sqrtF32AVX(dst, src *float32, n int)
 //
@@ -160,51 +161,62 @@ b2fdone:
 	VZEROUPPER
 	RET
 
-// func negF32AVX2(dst, src *float32, n int)
+// func bitsF32AVX2(dst, src *float32, n int, and, xor uint32)
 //
-// The sign bit flipped (VXORPS with -0.0), as Go's -x: NaNs and zeros change sign too.
-TEXT ·negF32AVX2(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVL $0x80000000, AX
-	VMOVD AX, X4
-	VPBROADCASTD X4, Y4
-neg32:
-	CMPQ CX, $32
-	JL   neg8
-	VXORPS (SI), Y4, Y0
-	VXORPS 32(SI), Y4, Y1
-	VXORPS 64(SI), Y4, Y2
-	VXORPS 96(SI), Y4, Y3
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JMP  neg32
-neg8:
-	CMPQ CX, $8
-	JL   negtail
-	VXORPS (SI), Y4, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  neg8
-negtail:
+// dst[i] = src[i]'s bits AND and, XOR xor: with and 0xffff0000 the float32 value of src[i]'s
+// bfloat16 truncation, with xor 0x80000000 its negation (Go's -x: NaNs and zeros change sign
+// too). dst may be src.
+TEXT ·bitsF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVL         and+24(FP), AX
+	MOVL         xor+28(FP), DX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVD        DX, X15
+	VPBROADCASTD X15, Y15
+bits32:
+	CMPQ    CX, $32
+	JL      bits8
+	VPAND   (SI), Y14, Y0
+	VPAND   32(SI), Y14, Y1
+	VPAND   64(SI), Y14, Y2
+	VPAND   96(SI), Y14, Y3
+	VPXOR   Y15, Y0, Y0
+	VPXOR   Y15, Y1, Y1
+	VPXOR   Y15, Y2, Y2
+	VPXOR   Y15, Y3, Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     bits32
+bits8:
+	CMPQ    CX, $8
+	JL      bitstail
+	VPAND   (SI), Y14, Y0
+	VPXOR   Y15, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     bits8
+bitstail:
 	CMPQ CX, $0
-	JE   negdone
+	JE   bitsdone
 	MOVL (SI), BX
-	XORL AX, BX
+	ANDL AX, BX
+	XORL DX, BX
 	MOVL BX, (DI)
 	ADDQ $4, SI
 	ADDQ $4, DI
 	DECQ CX
-	JMP  negtail
-negdone:
+	JMP  bitstail
+bitsdone:
 	VZEROUPPER
 	RET
 
