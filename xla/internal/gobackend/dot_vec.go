@@ -200,11 +200,7 @@ type vecJob struct {
 
 func (j *vecJob) part(p int) {
 	n := j.v.rows()
-	r := &j.regs[p]
-	if len(r.red) < redScratch {
-		r.red = make([]float32, redScratch)
-	}
-	j.v.runF32(j.a, j.r, j.c, min(p*j.per, n), min((p+1)*j.per, n), r.red)
+	j.v.runF32(j.a, j.r, j.c, min(p*j.per, n), min((p+1)*j.per, n), j.regs[p].scratchBlock())
 }
 
 // runVec computes a float32 short-vector product on the worker, split across its team when the

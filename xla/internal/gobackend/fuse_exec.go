@@ -16,9 +16,18 @@ type fuseRegs struct {
 	views [][]float32
 	half  []uint16
 	bools []bool
-	// red receives the blocks of a fusion computed inside a reduction (reduce_fused.go), and
-	// holds a short-vector product's repeated vector (dot_vec.go).
-	red []float32
+	// scratch receives the blocks of a fusion computed inside a reduction (reduce_fused.go), and
+	// holds a short-vector product's repeated vector (dot_vec.go); see scratchBlock.
+	scratch []float32
+}
+
+// scratchBlock returns the goroutine's scratch block of redScratch floats, made on first use
+// and kept, so steady-state execution allocates nothing.
+func (r *fuseRegs) scratchBlock() []float32 {
+	if len(r.scratch) < redScratch {
+		r.scratch = make([]float32, redScratch)
+	}
+	return r.scratch
 }
 
 func (r *fuseRegs) ensure(n int) {

@@ -59,14 +59,13 @@ func (p *reducePlan) runFused(w *worker, reads []int, in []any, out []float32) e
 	return p.runJob(reduceJob{p: p, out: out, src: io, regs: w.regs}, w)
 }
 
-// rowsFused is rows (reduce.go) over the source fusion's output, computed into r.red as needed.
+// rowsFused is rows (reduce.go) over the source fusion's output, computed into r's scratch block
+// as needed.
 func (p *reducePlan) rowsFused(out []float32, io fuseIO, r *fuseRegs, olo, ohi, ilo, ihi int) {
 	if olo >= ohi || ilo >= ihi {
 		return // an empty share of a split
 	}
-	if len(r.red) < redScratch {
-		r.red = make([]float32, redScratch)
-	}
+	scratch := r.scratchBlock()
 	sum := p.op == backends.OpTypeReduceSum
 	init := float32(0)
 	if !sum {
@@ -74,7 +73,7 @@ func (p *reducePlan) rowsFused(out []float32, io fuseIO, r *fuseRegs, olo, ohi, 
 	}
 	// compute returns the fusion's output elements [lo, hi), at most redScratch of them.
 	compute := func(lo, hi int) []float32 {
-		io.out, io.outOff = r.red[:hi-lo], lo
+		io.out, io.outOff = scratch[:hi-lo], lo
 		p.src.runRange(&io, r, lo, hi)
 		return io.out
 	}
