@@ -439,6 +439,7 @@ func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
 		f.instrs = append(f.instrs, fusedInstr{op: opCopy, a: regOf[f.out], b: -1, dst: f.nregs})
 		f.nregs++
 	}
+	f.allocRegisters()
 	return f, nil
 }
 
