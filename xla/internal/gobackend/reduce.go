@@ -271,6 +271,15 @@ func (p *reducePlan) rowsBF16(out, in []uint16, r *fuseRegs, olo, ohi, ilo, ihi 
 // depend on the order it is taken in (Go's max returns NaN if any operand is NaN, and +0 for
 // -0 and +0 either way), so four independent running maxima hide the latency of each.
 func maxRow(init float32, row []float32) float32 {
+	if m, ok := maxRowVec(init, row); ok {
+		return m
+	}
+	return maxRowLoop(init, row)
+}
+
+// maxRowLoop is maxRow in Go: four running maxima, each Go's max, which propagates a NaN and
+// prefers +0 to -0, so any grouping gives the same result.
+func maxRowLoop(init float32, row []float32) float32 {
 	m0, m1, m2, m3 := init, init, init, init
 	i := 0
 	for ; i+4 <= len(row); i += 4 {

@@ -33,6 +33,24 @@ func negF32Vec(dst, a []float32) bool {
 	return true
 }
 
+//go:noescape
+func maxF32AVX2(src *float32, n int, init float32) (m float32, unordered bool)
+
+// maxRowVec returns the maximum of init and row as Go's max computes it pairwise, and whether
+// the vector kernel could give it: not without AVX2, for a NaN or zero init, or when the row
+// holds a NaN or its maximum is zero (see maxF32AVX2); the caller then runs the portable loop.
+func maxRowVec(init float32, row []float32) (float32, bool) {
+	k := len(row) &^ 31
+	if !vecAVX2 || k == 0 || init != init || init == 0 {
+		return 0, false
+	}
+	m, unordered := maxF32AVX2(&row[0], k, init)
+	if unordered || m == 0 {
+		return 0, false
+	}
+	return maxRowLoop(m, row[k:]), true
+}
+
 // fill32Vec sets the n 32-bit elements at dst to v with the vector kernel and reports whether it
 // could. fill uses it for float32 and int32 runs: one call instead of the log2(n) copies of the
 // portable doubling.

@@ -257,3 +257,50 @@ filltail:
 filldone:
 	VZEROUPPER
 	RET
+
+// func maxF32AVX2(src *float32, n int, init float32) (m float32, unordered bool)
+//
+// The maximum of init and the n elements at src (n a positive multiple of 32), by VMAXPS in four
+// accumulators, and whether any element is a NaN (an unordered self-comparison, OR-ed). VMAXPS
+// returns its second operand for a NaN and for two zeros, where Go's max propagates the NaN and
+// prefers +0: maxRow only keeps m when no element was a NaN and m is not zero, and then it is
+// the one value Go's pairwise max gives.
+TEXT ·maxF32AVX2(SB), NOSPLIT, $0-29
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS init+16(FP), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VXORPS Y8, Y8, Y8
+max32:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMAXPS Y4, Y0, Y0
+	VMAXPS Y5, Y1, Y1
+	VMAXPS Y6, Y2, Y2
+	VMAXPS Y7, Y3, Y3
+	VCMPPS $3, Y5, Y4, Y9
+	VCMPPS $3, Y7, Y6, Y10
+	VORPS Y9, Y8, Y8
+	VORPS Y10, Y8, Y8
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JNZ  max32
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4E, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xB1, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSS X0, m+24(FP)
+	VMOVMSKPS Y8, AX
+	TESTL AX, AX
+	SETNE unordered+28(FP)
+	VZEROUPPER
+	RET

@@ -43,3 +43,6 @@ func negF32Vec([]float32, []float32) bool { return false }
 
 // fill32Vec has no vector kernel here: fill doubles copies.
 func fill32Vec(*uint32, uint32, int) bool { return false }
+
+// maxRowVec has no vector kernel here: maxRow's loop runs.
+func maxRowVec(float32, []float32) (float32, bool) { return 0, false }

@@ -241,3 +241,56 @@ func TestMiscF32Vec(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxRowVec: a row's maximum with the vector kernel (AVX2 where the CPU has it) is bitwise
+// Go's pairwise max over the row — a NaN anywhere gives the NaN, +0 beats -0 — on rows of
+// awkward lengths that are all negative, hold zeros of either sign, NaNs, infinities or
+// subnormals, from an init of -Inf, a running maximum, zero or NaN.
+func TestMaxRowVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	negZero := float32(math.Copysign(0, -1))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, negZero, 1e-40, -1e-40}
+	goMax := func(init float32, row []float32) float32 {
+		m := init
+		for _, x := range row {
+			m = max(m, x)
+		}
+		return m
+	}
+	kinds := []string{"mixed", "negative", "zeros", "one special"}
+	vectored := 0
+	for _, n := range []int{1, 31, 32, 33, 63, 64, 65, 100, 512, 1000, 50257} {
+		for _, kind := range kinds {
+			for _, init := range []float32{float32(math.Inf(-1)), -3, 0.5, 0, negZero, float32(math.NaN())} {
+				row := make([]float32, n)
+				for i := range row {
+					switch kind {
+					case "mixed":
+						row[i] = rng.Float32()*4 - 2
+					case "negative":
+						row[i] = -rng.Float32() - 0.5
+					case "zeros":
+						row[i] = []float32{0, negZero, -1}[rng.IntN(3)]
+					case "one special":
+						row[i] = -rng.Float32() - 0.5
+					}
+				}
+				if kind == "one special" {
+					row[rng.IntN(n)] = special[rng.IntN(len(special))]
+				}
+				want := goMax(init, row)
+				got := maxRow(init, row)
+				if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+					t.Fatalf("n=%d %s init %g: max %g (%#x), want %g (%#x)", n, kind, init, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+				if _, ok := maxRowVec(init, row); ok {
+					vectored++
+				}
+			}
+		}
+	}
+	if vecEnabled() && vectored == 0 {
+		t.Fatal("no row ran on the vector kernel")
+	}
+	t.Logf("%d rows on the vector kernel", vectored)
+}
