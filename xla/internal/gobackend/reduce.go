@@ -202,9 +202,16 @@ func (p *reducePlan) rows(out, in []float32, olo, ohi, ilo, ihi int) {
 // in in: the result of summing each row alone, with the latency of each addition hidden behind
 // the other rows' (a lone row's sum waits for every addition before the next).
 func sumRows8(dst *[8]float32, in []float32, n int) {
-	r0, r1, r2, r3 := in[:n], in[n:2*n], in[2*n:3*n], in[3*n:4*n]
-	r4, r5, r6, r7 := in[4*n:5*n], in[5*n:6*n], in[6*n:7*n], in[7*n:8*n]
-	var a0, a1, a2, a3, a4, a5, a6, a7 float32
+	*dst = [8]float32{}
+	addRows8(dst, in, n, n)
+}
+
+// addRows8 adds to acc[r], in increasing order, the n values of row r of 8 rows stride apart in
+// in: a row's sum continued over its next n values, as one running sum would.
+func addRows8(acc *[8]float32, in []float32, n, stride int) {
+	r0, r1, r2, r3 := in[:n], in[stride:stride+n], in[2*stride:2*stride+n], in[3*stride:3*stride+n]
+	r4, r5, r6, r7 := in[4*stride:4*stride+n], in[5*stride:5*stride+n], in[6*stride:6*stride+n], in[7*stride:7*stride+n]
+	a0, a1, a2, a3, a4, a5, a6, a7 := acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
 	for j := range r0 {
 		a0 += r0[j]
 		a1 += r1[j]
@@ -215,7 +222,7 @@ func sumRows8(dst *[8]float32, in []float32, n int) {
 		a6 += r6[j]
 		a7 += r7[j]
 	}
-	*dst = [8]float32{a0, a1, a2, a3, a4, a5, a6, a7}
+	*acc = [8]float32{a0, a1, a2, a3, a4, a5, a6, a7}
 }
 
 // rowsBF16 is rows for bfloat16: simplego's accumulator is a bfloat16, so every partial sum is

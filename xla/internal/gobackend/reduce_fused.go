@@ -15,7 +15,8 @@ import (
 // two steps, and so simplego's.
 
 // redScratch is the size of each goroutine's scratch block (floats): eight rows of up to 2048
-// values are summed together (sumRows8); longer rows, and columns, are computed a block at a time.
+// values are summed together (sumRows8), longer rows eight at a time a block of 2048 values of
+// each at a time (addRows8), and the maxima of longer rows and columns a block at a time.
 const redScratch = 8 * 2048
 
 // fusedRedMinInner is the least number of columns (inner positions) a column reduction computes
@@ -71,17 +72,37 @@ func (p *reducePlan) rowsFused(out []float32, io fuseIO, r *fuseRegs, olo, ohi, 
 	if !sum {
 		init = float32(math.Inf(-1)) // simplego's initial value (dtypes.Float32.LowestValue)
 	}
-	// compute returns the fusion's output elements [lo, hi), at most redScratch of them.
-	compute := func(lo, hi int) []float32 {
-		io.out, io.outOff = scratch[:hi-lo], lo
+	// computeAt computes the fusion's output elements [lo, hi) into scratch from element at on,
+	// and returns them; compute is computeAt 0 (at most redScratch elements).
+	computeAt := func(at, lo, hi int) []float32 {
+		io.out, io.outOff = scratch[at:at+hi-lo], lo
 		p.src.runRange(&io, r, lo, hi)
 		return io.out
 	}
+	compute := func(lo, hi int) []float32 { return computeAt(0, lo, hi) }
 	if p.inner == 1 {
 		o := olo
-		if sum && 8*p.red <= redScratch {
+		switch {
+		case sum && 8*p.red <= redScratch:
 			for ; o+8 <= ohi; o += 8 {
 				sumRows8((*[8]float32)(out[o:o+8]), compute(o*p.red, (o+8)*p.red), p.red)
+			}
+		case sum:
+			// Rows longer than an eighth of the scratch (the loss's 50257 logits): eight rows
+			// at a time too, a block of each at a time, each row's sum continued from block to
+			// block — eight running sums instead of one waiting on each addition.
+			const w = redScratch / 8
+			for ; o+8 <= ohi; o += 8 {
+				var acc [8]float32
+				for k := 0; k < p.red; k += w {
+					n := min(w, p.red-k)
+					for row := range 8 {
+						start := (o+row)*p.red + k
+						computeAt(row*w, start, start+n)
+					}
+					addRows8(&acc, scratch, n, w)
+				}
+				copy(out[o:o+8], acc[:])
 			}
 		}
 		for ; o < ohi; o++ {

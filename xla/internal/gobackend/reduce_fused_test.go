@@ -31,6 +31,8 @@ func TestFusedReductionsMatchSimpleGo(t *testing.T) {
 		{[]int{21, 512}, []int{1}, false, true},         // 16 rows by eight, 5 alone
 		{[]int{3, 1000}, []int{1}, false, true},         // fewer than eight rows
 		{[]int{4, 40000}, []int{1}, false, true},        // rows longer than the scratch block
+		{[]int{19, 5000}, []int{1}, false, true},        // long rows by eight, block by block, and leftovers
+		{[]int{16, 4096}, []int{1}, false, true},        // long rows of whole blocks
 		{[]int{70001}, []int{0}, false, true},           // one sum over everything, in blocks
 		{[]int{5, 130, 129}, []int{2}, true, true},      // maxima, split by rows
 		{[]int{3, 20000}, []int{1}, true, true},         // long maxima, in blocks
