@@ -452,6 +452,18 @@ func transpose[T any](dst, src []T, dims, perm []int) {
 	if inner == 0 {
 		return
 	}
+	if innerStride != 1 {
+		// The source's contiguous axis is not the last one of the destination (attention's
+		// [b, h, 64, 512] product transposed to [b, 512, h, 64]): copy tiles, each read and
+		// written along whole cache lines, instead of gathering every destination row with
+		// a stride.
+		for q := rank - 2; q >= 0; q-- {
+			if stride[q] == 1 && outDims[q] >= transposeTile && inner >= transposeTile {
+				transposeTiles(dst, src, outDims, stride, q)
+				return
+			}
+		}
+	}
 	idx := make([]int, rank)
 	off := 0
 	for d := 0; d < len(dst); d += inner {
@@ -473,6 +485,60 @@ func transpose[T any](dst, src []T, dims, perm []int) {
 			}
 			off -= stride[a] * outDims[a]
 			idx[a] = 0
+		}
+	}
+}
+
+// transposeTile is the side of the square tiles transposeTiles copies: 16×16 float32 values are
+// 16 cache lines on each side, in L1 together.
+const transposeTile = 16
+
+// transposeTiles is transpose where the source's contiguous axis is destination axis q (not the
+// last): for every index of the other axes, the outDims[q] × inner matrix whose rows are
+// contiguous in the source and whose columns are contiguous in the destination is copied a tile
+// at a time. stride holds the source stride of each destination axis (stride[q] is 1).
+func transposeTiles[T any](dst, src []T, outDims, stride []int, q int) {
+	rank := len(outDims)
+	dstStride := rowMajorStrides(outDims)
+	inner, is, nq, dq := outDims[rank-1], stride[rank-1], outDims[q], dstStride[q]
+	// The other axes, walked as an odometer.
+	var axes []int
+	for a := range rank - 1 {
+		if a != q {
+			axes = append(axes, a)
+		}
+	}
+	idx := make([]int, len(axes))
+	sOff, dOff := 0, 0
+	for {
+		for i0 := 0; i0 < nq; i0 += transposeTile {
+			i1 := min(i0+transposeTile, nq)
+			for j0 := 0; j0 < inner; j0 += transposeTile {
+				j1 := min(j0+transposeTile, inner)
+				for j := j0; j < j1; j++ {
+					s := src[sOff+j*is+i0 : sOff+j*is+i1]
+					d := dOff + j
+					for i, v := range s {
+						dst[d+(i0+i)*dq] = v
+					}
+				}
+			}
+		}
+		k := len(axes) - 1
+		for ; k >= 0; k-- {
+			a := axes[k]
+			idx[k]++
+			sOff += stride[a]
+			dOff += dstStride[a]
+			if idx[k] < outDims[a] {
+				break
+			}
+			sOff -= stride[a] * outDims[a]
+			dOff -= dstStride[a] * outDims[a]
+			idx[k] = 0
+		}
+		if k < 0 {
+			return
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -327,6 +328,59 @@ func TestDotInPlaceMatchesPacked(t *testing.T) {
 			if !same {
 				t.Errorf("%s %s: in-place product differs from the packed one", c.name, dt)
 			}
+		}
+	}
+}
+
+// TestTransposeTiles: permutations that move the source's contiguous axis away from the last
+// place (attention's [2, 12, 64, 512] to [2, 512, 12, 64]), with sides that are and are not
+// multiples of the tile, copy every element where an index-by-index reference puts it — through
+// transpose, which picks the tiled copy for them, and through transposeTiles itself.
+func TestTransposeTiles(t *testing.T) {
+	for _, c := range []struct{ dims, perm []int }{
+		{[]int{2, 12, 64, 512}, []int{0, 3, 1, 2}},
+		{[]int{37, 50}, []int{1, 0}},
+		{[]int{3, 17, 33}, []int{2, 0, 1}},
+		{[]int{5, 16, 2, 48}, []int{3, 0, 2, 1}},
+		{[]int{19, 3, 21}, []int{2, 1, 0}},
+	} {
+		n := 1
+		for _, d := range c.dims {
+			n *= d
+		}
+		src := make([]int32, n)
+		for i := range src {
+			src[i] = int32(i)
+		}
+		// Reference: destination element by element, from its index through the permutation.
+		rank := len(c.dims)
+		srcStride := rowMajorStrides(c.dims)
+		outDims, stride := make([]int, rank), make([]int, rank)
+		for i, a := range c.perm {
+			outDims[i], stride[i] = c.dims[a], srcStride[a]
+		}
+		want := make([]int32, n)
+		for d := range want {
+			off, rem := 0, d
+			for a := rank - 1; a >= 0; a-- {
+				off += rem % outDims[a] * stride[a]
+				rem /= outDims[a]
+			}
+			want[d] = src[off]
+		}
+		got := make([]int32, n)
+		transpose(got, src, c.dims, c.perm)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v perm %v: transpose differs from the reference", c.dims, c.perm)
+		}
+		q := slices.Index(stride[:rank-1], 1)
+		if q < 0 {
+			t.Fatalf("%v perm %v: the source's contiguous axis is last, not a tiled case", c.dims, c.perm)
+		}
+		clear(got)
+		transposeTiles(got, src, outDims, stride, q)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v perm %v: transposeTiles differs from the reference", c.dims, c.perm)
 		}
 	}
 }
