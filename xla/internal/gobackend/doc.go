@@ -35,7 +35,8 @@
 //     with the BroadcastInDim, Reshape and bool→float ConvertDType operations feeding them,
 //     evaluated in one pass over the output, block by block, by a small register program
 //     (simplego's implicit broadcasting of size-1 axes and scalars included, scalar constants
-//     folded in). A fusible operation read only elementwise by one group joins it; a broadcast
+//     folded in) whose results reuse the registers of values no later instruction reads
+//     (fuse_regs.go), so a long chain's registers stay in L1. A fusible operation read only elementwise by one group joins it; a broadcast
 //     read by several groups is inlined into each, never materialized. Add, Sub, Mul and Div run
 //     AVX2 kernels (vec_amd64.s) with results bitwise those of Go's float32 arithmetic; float32
 //     Exp and Tanh run AVX2/FMA kernels (vec_exp_amd64.s), within 2 ulps of simplego's float64
@@ -52,10 +53,12 @@
 //     writes its output over it;
 //   - float32 and bfloat16 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go),
 //     accumulating in simplego's order, and a bfloat16 one in bfloat16 (every partial sum
-//     truncated) as simplego does, so bitwise equal to it. A float32 one whose operand is a
-//     fusion's output that nothing else reads computes that fusion itself, a few rows at a time,
-//     instead of reading it from a buffer (reduce_fused.go): the same values, in the same order;
-//   - float32 and bfloat16 Transpose;
+//     truncated) as simplego does, so bitwise equal to it; rows are summed eight at a time and
+//     row maxima take VMAXPS where it gives Go's max (no NaN, a non-zero maximum). A float32 one
+//     whose operand is a fusion's output that nothing else reads computes that fusion itself, a
+//     few rows (or a block of eight long rows) at a time, instead of reading it from a buffer
+//     (reduce_fused.go): the same values, in the same order;
+//   - float32 and bfloat16 Transpose, by tiles where the source's contiguous axis moves;
 //   - Equal, NotEqual, LessThan, LessOrEqual, GreaterThan and GreaterOrEqual of int32, float32 or
 //     bfloat16 operands with simplego's implicit broadcasting (compare.go): the loss's one-hot
 //     labels, a [batch·seq, vocab] comparison, were simplego's costliest remaining operation;
