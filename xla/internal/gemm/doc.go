@@ -136,6 +136,18 @@
 // is vector code bit-identical to Float32ToBF16 (integer rounding, NaN kept
 // quiet, denormals kept), so both paths round alike.
 //
+// # Concurrency
+//
+// A Pool splits a call over up to Config.Threads workers: whole batch items
+// each when there are enough, otherwise halves (thirds, ...) of the rows or
+// of the columns, whichever duplicates less packing. Worker 0 is the calling
+// goroutine. The others are, by default, goroutines started for the call and
+// joined before it returns; with Config.Runner they are the caller's own
+// (gobackend runs them on the helpers of its fusions and reductions, which
+// are usually still polling for work, so the second worker starts in
+// microseconds instead of the tens of microseconds an idle core's thread
+// takes to wake). A Pool serialises its calls.
+//
 // # Errors
 //
 // Shapes, leading dimensions, batch strides and slice lengths are validated

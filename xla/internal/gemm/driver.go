@@ -99,12 +99,16 @@ func (p *Pool) run(ctx context.Context, op Op, batch Batch, in inputs) error {
 		}
 	}
 	p.job = j
-	p.wg.Add(j.active - 1)
-	for w := 1; w < j.active; w++ {
-		go p.starts[w]()
+	if p.runner != nil && j.active > 1 {
+		p.runner.Run(j.active, p.part)
+	} else {
+		p.wg.Add(j.active - 1)
+		for w := 1; w < j.active; w++ {
+			go p.starts[w]()
+		}
+		p.workers[0].err = p.runWorker(0)
+		p.wg.Wait()
 	}
-	p.workers[0].err = p.runWorker(0)
-	p.wg.Wait()
 	p.job = job{} // drop references to the caller's slices and context
 
 	// Report an internal error over a cancellation (every worker sees the

@@ -38,6 +38,20 @@ type Config struct {
 	Threads int
 	// Kernel selects the micro-kernel; KernelAuto picks the fastest supported.
 	Kernel Kernel
+	// Runner, when set, runs a call's workers on the caller's own goroutines
+	// instead of a goroutine started per call (see Runner).
+	Runner Runner
+}
+
+// Runner runs the parts of a call: Run(n, part) calls part(0), ...,
+// part(n-1), each once, concurrently, and returns when all have returned.
+// n is at most Config.Threads. part never panics (a worker's panic is turned
+// into the call's error). A runner whose goroutines live across calls and
+// poll briefly for the next part (gobackend's team) starts the second worker
+// within microseconds, where starting a goroutine on an idle core takes tens
+// of microseconds: the time the OS takes to wake the core's thread.
+type Runner interface {
+	Run(n int, part func(w int))
 }
 
 // Pool runs GEMMs with a fixed kernel and thread count and owns the packing
@@ -54,6 +68,10 @@ type Pool struct {
 	// allocate a closure on every call.
 	starts []func()
 	wg     sync.WaitGroup
+	// runner and part run the workers when Config.Runner is set; part is
+	// built once, so handing it over allocates nothing.
+	runner Runner
+	part   func(w int)
 	job    job
 }
 
@@ -72,6 +90,8 @@ func NewPool(cfg Config) (*Pool, error) {
 		threads = runtime.GOMAXPROCS(0)
 	}
 	p := &Pool{spec: spec, threads: threads, workers: make([]worker, threads)}
+	p.runner = cfg.Runner
+	p.part = func(w int) { p.workers[w].err = p.runWorker(w) }
 	p.starts = make([]func(), threads)
 	for w := range p.starts {
 		p.starts[w] = func() {

@@ -125,11 +125,15 @@ type worker struct {
 
 // newWorker makes a worker using threads goroutines, with its GEMM pool.
 func newWorker(cfg Config, threads int) (*worker, error) {
-	pool, err := gemm.NewPool(gemm.Config{Threads: threads, Kernel: cfg.Kernel})
+	// The GEMM pool runs its second worker on the team's helper, which is already running
+	// (polling for its next part) more often than not, instead of a goroutine per product.
+	tm := newTeam(threads)
+	pool, err := gemm.NewPool(gemm.Config{Threads: threads, Kernel: cfg.Kernel, Runner: &teamRunner{tm: tm}})
 	if err != nil {
+		tm.stop()
 		return nil, fmt.Errorf("gobackend: %w", err)
 	}
-	return &worker{threads: threads, pool: pool, regs: make([]fuseRegs, threads), team: newTeam(threads)}, nil
+	return &worker{threads: threads, pool: pool, regs: make([]fuseRegs, threads), team: tm}, nil
 }
 
 // acquireWorker returns an idle worker using threads goroutines, creating one if all are busy.
