@@ -45,6 +45,9 @@ type run124m struct {
 	msPerStep, tokensPerS, rssMiB, othersPct float64
 	losses                                   []float64 // loss of every step, warm-up included
 	stepMS                                   string    // each timed step's ms, where the child prints them
+	// peak and bf16Peak are the FMA and VDPBF16PS peaks (GFLOP/s) a gotpu child measured in its
+	// own process, the better of just before and just after its timed steps; 0 for PyTorch.
+	peak, bf16Peak float64
 }
 
 // small124mFLOPs is the matmul FLOP count of one training step (3 × forward): per token, the
@@ -60,7 +63,9 @@ func small124mFLOPs(c *gpt2.Config, batch, seq int) float64 {
 // rounds (GOTPU_BENCH_ROUNDS, default 3) of four child processes — gotpu float32, gotpu bf16,
 // PyTorch float32, PyTorch bf16 autocast — and reports the median of each figure over the rounds:
 // ms/step, tokens/s, peak RSS, gotpu's achieved GFLOP/s and its share of the FMA peak, and the
-// same-run ratios. The first round's gotpu runs train small124mLossSteps steps, so the bf16 loss
+// same-run ratios. The FMA peak is measured in this process before and after the rounds (the
+// better of the two), and also in each gotpu child around its own timed steps, since the speed
+// of a VM drifts over minutes; both shares are printed. The first round's gotpu runs train small124mLossSteps steps, so the bf16 loss
 // after 20 steps is compared with float32's on the same batches; later rounds time 3 steps after
 // 2 untimed ones (the first traces and compiles). Without Debian's python3-torch the PyTorch runs
 // are skipped and said so.
@@ -145,10 +150,33 @@ func BenchmarkGPT2Small(b *testing.B) {
 	gf32 := flops / (med("gotpu-f32", ms) / 1000) / 1e9
 	b.ReportMetric(100*gf32/peak, "f32-%peak")
 	fmt.Fprintf(os.Stderr, "gotpu float32: %.1f GFLOP/s = %.1f%% of the FMA peak\n", gf32, 100*gf32/peak)
+	// Each gotpu run against the peak of its own process, measured around its timed steps.
+	ownPeak := func(mode string, peakOf func(run124m) float64) (median float64, each string) {
+		var pct []float64
+		for _, r := range runs[mode] {
+			p := peakOf(r)
+			if p <= 0 {
+				continue // no FMA loop in this build
+			}
+			pct = append(pct, 100*flops/(r.msPerStep/1000)/1e9/p)
+			each += fmt.Sprintf(" %.1f%% of %.1f,", pct[len(pct)-1], p)
+		}
+		if len(pct) == 0 {
+			return math.NaN(), ""
+		}
+		slices.Sort(pct)
+		return pct[len(pct)/2], strings.TrimSuffix(each, ",")
+	}
+	own, each := ownPeak("gotpu-f32", func(r run124m) float64 { return r.peak })
+	b.ReportMetric(own, "f32-%ownpeak")
+	fmt.Fprintf(os.Stderr, "gotpu float32, each run against the FMA peak of its own process (measured just before and after its steps): median %.1f%% (%s GFLOP/s)\n", own, each)
 	if bf16Peak > 0 {
 		gbf := flops / (med("gotpu-bf16", ms) / 1000) / 1e9
 		b.ReportMetric(100*gbf/bf16Peak, "bf16-%dotpeak")
 		fmt.Fprintf(os.Stderr, "gotpu bf16: %.1f GFLOP/s = %.1f%% of the bfloat16 dot-product (VDPBF16PS) peak, %.1f GFLOP/s\n", gbf, 100*gbf/bf16Peak, bf16Peak)
+		own, each := ownPeak("gotpu-bf16", func(r run124m) float64 { return r.bf16Peak })
+		b.ReportMetric(own, "bf16-%owndotpeak")
+		fmt.Fprintf(os.Stderr, "gotpu bf16, each run against the VDPBF16PS peak of its own process: median %.1f%% (%s GFLOP/s)\n", own, each)
 	}
 	if torch {
 		for _, c := range []struct{ name, num, den string }{
@@ -212,7 +240,8 @@ func runChild124m(cmd *exec.Cmd) (run124m, error) {
 		return run124m{}, fmt.Errorf("%s: %w\n%s%s", strings.Join(cmd.Args, " "), err, out, stderr.String())
 	}
 	r := run124m{msPerStep: -1, tokensPerS: -1, rssMiB: -1, othersPct: -1}
-	fields := map[string]*float64{"ms_per_step": &r.msPerStep, "tokens_per_s": &r.tokensPerS, "peak_rss_mib": &r.rssMiB, "others_pct": &r.othersPct}
+	fields := map[string]*float64{"ms_per_step": &r.msPerStep, "tokens_per_s": &r.tokensPerS, "peak_rss_mib": &r.rssMiB, "others_pct": &r.othersPct,
+		"peak_gflops": &r.peak, "bf16_peak_gflops": &r.bf16Peak}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
@@ -243,7 +272,9 @@ func runChild124m(cmd *exec.Cmd) (run124m, error) {
 
 // TestGPT2SmallChild is one gotpu run of BenchmarkGPT2Small, in its own process; it is skipped
 // unless the benchmark started it (childEnv = "f32,STEPS" or "bf16,STEPS"). It trains 2 untimed
-// steps (the first traces and compiles) and STEPS timed ones, and prints bench_124m.py's lines.
+// steps (the first traces and compiles) and STEPS timed ones, and prints bench_124m.py's lines
+// and the FMA and VDPBF16PS peaks of this process, the better of just before and just after the
+// timed steps (0 where the CPU lacks the instructions).
 func TestGPT2SmallChild(t *testing.T) {
 	spec := os.Getenv(childEnv)
 	if spec == "" {
@@ -283,6 +314,8 @@ func TestGPT2SmallChild(t *testing.T) {
 	for range 2 {
 		step()
 	}
+	threads := runtime.GOMAXPROCS(0)
+	peak, bf16Peak := xla.CPUPeakGFLOPS(threads), xla.CPUBF16PeakGFLOPS(threads)
 	mon := procstat.StartCPUMonitor()
 	start := time.Now()
 	var each []string
@@ -292,6 +325,11 @@ func TestGPT2SmallChild(t *testing.T) {
 		each = append(each, fmt.Sprintf("%.0f", 1000*time.Since(t0).Seconds()))
 	}
 	elapsed := time.Since(start)
+	// The machine's speed drifts over minutes (a VM's host); the peak measured around the steps
+	// is the one they ran under.
+	peak, bf16Peak = max(peak, xla.CPUPeakGFLOPS(threads)), max(bf16Peak, xla.CPUBF16PeakGFLOPS(threads))
+	fmt.Printf("peak_gflops=%.1f\n", peak)
+	fmt.Printf("bf16_peak_gflops=%.1f\n", bf16Peak)
 	fmt.Printf("step_ms=%s\n", strings.Join(each, ","))
 	for i, l := range losses {
 		fmt.Printf("loss_%d=%.6f\n", i+1, l)
