@@ -65,10 +65,10 @@ func small124mFLOPs(c *gpt2.Config, batch, seq int) float64 {
 // ms/step, tokens/s, peak RSS, gotpu's achieved GFLOP/s and its share of the FMA peak, and the
 // same-run ratios. The FMA peak is measured in this process before and after the rounds (the
 // better of the two), and also in each gotpu child around its own timed steps, since the speed
-// of a VM drifts over minutes; both shares are printed. The first round's gotpu runs train small124mLossSteps steps, so the bf16 loss
-// after 20 steps is compared with float32's on the same batches; later rounds time 3 steps after
-// 2 untimed ones (the first traces and compiles). Without Debian's python3-torch the PyTorch runs
-// are skipped and said so.
+// of a VM drifts over minutes; both shares are printed. The first round's gotpu runs train
+// small124mLossSteps steps, so the bf16 loss after 20 steps is compared with float32's on the
+// same batches; later rounds time 3 steps after 2 untimed ones (the first traces and compiles).
+// Without Debian's python3-torch the PyTorch runs are skipped and said so.
 func BenchmarkGPT2Small(b *testing.B) {
 	ctx := b.Context()
 	threads := runtime.GOMAXPROCS(0)

@@ -66,7 +66,8 @@ type worker struct {
 // the second core saves.
 const parallelMin = 64 * 64 * 64
 
-// run plans the call, starts the extra workers, works as worker 0 and joins.
+// run plans the call and runs its workers (worker 0 on the caller, through the runner when
+// there are more).
 func (p *Pool) run(ctx context.Context, op Op, batch Batch, in inputs) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -99,15 +100,10 @@ func (p *Pool) run(ctx context.Context, op Op, batch Batch, in inputs) error {
 		}
 	}
 	p.job = j
-	if p.runner != nil && j.active > 1 {
+	if j.active > 1 {
 		p.runner.Run(j.active, p.part)
 	} else {
-		p.wg.Add(j.active - 1)
-		for w := 1; w < j.active; w++ {
-			go p.starts[w]()
-		}
-		p.workers[0].err = p.runWorker(0)
-		p.wg.Wait()
+		p.part(0)
 	}
 	p.job = job{} // drop references to the caller's slices and context
 

@@ -39,7 +39,7 @@ type Config struct {
 	// Kernel selects the micro-kernel; KernelAuto picks the fastest supported.
 	Kernel Kernel
 	// Runner, when set, runs a call's workers on the caller's own goroutines
-	// instead of a goroutine started per call (see Runner).
+	// instead of goroutines the Pool starts per call (see Runner).
 	Runner Runner
 }
 
@@ -63,13 +63,9 @@ type Pool struct {
 	spec    kernelSpec
 	threads int
 	workers []worker
-	// starts[w] is worker w's goroutine body, built once: starting a goroutine
-	// from a cached func value allocates nothing, while `go f(args)` would
-	// allocate a closure on every call.
-	starts []func()
-	wg     sync.WaitGroup
-	// runner and part run the workers when Config.Runner is set; part is
-	// built once, so handing it over allocates nothing.
+	// runner runs the workers of a call: Config.Runner, or goroutines of the
+	// Pool's own. part is a worker's body, built once, so handing it over
+	// allocates nothing.
 	runner Runner
 	part   func(w int)
 	job    job
@@ -90,16 +86,45 @@ func NewPool(cfg Config) (*Pool, error) {
 		threads = runtime.GOMAXPROCS(0)
 	}
 	p := &Pool{spec: spec, threads: threads, workers: make([]worker, threads)}
-	p.runner = cfg.Runner
 	p.part = func(w int) { p.workers[w].err = p.runWorker(w) }
-	p.starts = make([]func(), threads)
-	for w := range p.starts {
-		p.starts[w] = func() {
-			defer p.wg.Done()
-			p.workers[w].err = p.runWorker(w)
-		}
+	p.runner = cfg.Runner
+	if p.runner == nil {
+		p.runner = newOwnGoroutines(threads)
 	}
 	return p, nil
+}
+
+// ownGoroutines is the default Runner: part 0 on the caller, the others on
+// goroutines started for the call and joined before Run returns.
+type ownGoroutines struct {
+	wg   sync.WaitGroup
+	part func(w int)
+	// starts[w] is worker w's goroutine body, built once: starting a goroutine
+	// from a cached func value allocates nothing, while `go f(args)` would
+	// allocate a closure on every call.
+	starts []func()
+}
+
+func newOwnGoroutines(threads int) *ownGoroutines {
+	g := &ownGoroutines{starts: make([]func(), threads)}
+	for w := range g.starts {
+		g.starts[w] = func() {
+			defer g.wg.Done()
+			g.part(w)
+		}
+	}
+	return g
+}
+
+func (g *ownGoroutines) Run(n int, part func(w int)) {
+	g.part = part
+	g.wg.Add(n - 1)
+	for w := 1; w < n; w++ {
+		go g.starts[w]()
+	}
+	part(0)
+	g.wg.Wait()
+	g.part = nil
 }
 
 // Kernel returns the micro-kernel this Pool runs.
