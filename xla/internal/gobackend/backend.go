@@ -112,13 +112,15 @@ type worker struct {
 	srcs  [][]float32
 	hsrcs [][]uint16
 	bsrcs [][]bool
-	// team runs the parts of split fusions, reductions and comparisons; fuseJob, reduceJob and
-	// compareJob are the operation being split, kept here so that splitting allocates nothing.
-	team       *team
-	fuseJob    fuseJob
-	reduceJob  reduceJob
-	compareJob compareJob
-	vecJob     vecJob
+	// team runs the parts of split fusions, reductions, comparisons and transposes; fuseJob,
+	// reduceJob, compareJob and transposeJob are the operation being split, kept here so that
+	// splitting allocates nothing.
+	team         *team
+	fuseJob      fuseJob
+	reduceJob    reduceJob
+	compareJob   compareJob
+	vecJob       vecJob
+	transposeJob transposeJob
 	// in holds the operands' data of the running native operation.
 	in []any
 }

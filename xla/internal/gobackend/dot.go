@@ -432,11 +432,18 @@ func bf16Bits(x []bfloat16.BFloat16) []uint16 {
 // transpose writes src (row-major with dimensions dims) into dst with its axes permuted: dst
 // axis i is src axis perm[i]. The innermost destination axis is copied in a tight loop.
 func transpose[T any](dst, src []T, dims, perm []int) {
-	rank := len(dims)
-	if rank == 0 {
+	if len(dims) == 0 {
 		copy(dst, src)
 		return
 	}
+	transposeOuter(dst, src, dims, perm, 0, dims[perm[0]])
+}
+
+// transposeOuter is transpose restricted to indices [lo, hi) of the destination's outermost axis:
+// the part of the destination a worker computes when a transpose is split (transposeJob), every
+// element copied exactly as the whole transpose copies it.
+func transposeOuter[T any](dst, src []T, dims, perm []int, lo, hi int) {
+	rank := len(dims)
 	srcStride := make([]int, rank)
 	st := 1
 	for a := rank - 1; a >= 0; a-- {
@@ -448,8 +455,15 @@ func transpose[T any](dst, src []T, dims, perm []int) {
 	for i, a := range perm {
 		outDims[i], stride[i] = dims[a], srcStride[a]
 	}
+	dstOuter := 1
+	for _, d := range outDims[1:] {
+		dstOuter *= d
+	}
+	// The part: the outermost axis cut to [lo, hi), every stride unchanged.
+	dst, src = dst[lo*dstOuter:hi*dstOuter], src[lo*stride[0]:]
+	outDims[0] = hi - lo
 	inner, innerStride := outDims[rank-1], stride[rank-1]
-	if inner == 0 {
+	if inner == 0 || len(dst) == 0 {
 		return
 	}
 	if innerStride != 1 {

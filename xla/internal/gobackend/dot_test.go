@@ -384,3 +384,76 @@ func TestTransposeTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposeSplit: a transpose split across a worker's team (transposePlan.run) copies every
+// element where an index-by-index reference puts it, float32 and bfloat16, for 2 and 3 parts:
+// attention's heads moved back ([2, 12, 512, 64] to [2, 512, 12, 64]), a tiled case, an
+// outermost axis that does not divide evenly among the parts, one of size 1 (not split), and a
+// plain copy.
+func TestTransposeSplit(t *testing.T) {
+	for _, threads := range []int{2, 3} {
+		w, err := newWorker(Config{}, threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ dims, perm []int }{
+			{[]int{2, 12, 512, 64}, []int{0, 2, 1, 3}},
+			{[]int{2, 12, 64, 512}, []int{0, 3, 1, 2}},
+			{[]int{300, 7, 40}, []int{2, 1, 0}},
+			{[]int{5, 130, 61}, []int{0, 2, 1}},
+			{[]int{1, 200, 300}, []int{0, 2, 1}},
+			{[]int{70000}, []int{0}},
+		} {
+			n := 1
+			for _, d := range c.dims {
+				n *= d
+			}
+			want := referenceTranspose(c.dims, c.perm)
+			src := make([]float32, n)
+			src16 := make([]uint16, n)
+			for i := range src {
+				src[i], src16[i] = float32(i), uint16(i)
+			}
+			got := make([]float32, n)
+			got16 := make([]uint16, n)
+			p := &transposePlan{dims: c.dims, perm: c.perm}
+			if err := p.run(w, transposeData{d32: got, s32: src}); err != nil {
+				t.Fatal(err)
+			}
+			p16 := &transposePlan{dims: c.dims, perm: c.perm, bf16: true}
+			if err := p16.run(w, transposeData{d16: got16, s16: src16}); err != nil {
+				t.Fatal(err)
+			}
+			for d, s := range want {
+				if got[d] != float32(s) || got16[d] != uint16(s) {
+					t.Fatalf("%d threads, %v perm %v: destination %d holds %v (bfloat16 %v), want source element %d",
+						threads, c.dims, c.perm, d, got[d], got16[d], s)
+				}
+			}
+		}
+		w.team.stop()
+	}
+}
+
+// referenceTranspose returns, for each destination element of a transpose, the index of the
+// source element it holds, computed from its index through the permutation.
+func referenceTranspose(dims, perm []int) []int {
+	rank := len(dims)
+	srcStride := rowMajorStrides(dims)
+	outDims, stride := make([]int, rank), make([]int, rank)
+	n := 1
+	for i, a := range perm {
+		outDims[i], stride[i] = dims[a], srcStride[a]
+		n *= dims[a]
+	}
+	want := make([]int, n)
+	for d := range want {
+		off, rem := 0, d
+		for a := rank - 1; a >= 0; a-- {
+			off += rem % outDims[a] * stride[a]
+			rem /= outDims[a]
+		}
+		want[d] = off
+	}
+	return want
+}

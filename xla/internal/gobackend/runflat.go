@@ -26,11 +26,9 @@ func (nat *nativeOp) runFlat(w *worker, in []any, out any) error {
 	case nat.red != nil:
 		return nat.red.run(out.([]float32), in[0].([]float32), w)
 	case nat.trans != nil && nat.trans.bf16:
-		transpose(bf16Bits(out.([]bfloat16.BFloat16)), bf16Bits(in[0].([]bfloat16.BFloat16)), nat.trans.dims, nat.trans.perm)
-		return nil
+		return nat.trans.run(w, transposeData{d16: bf16Bits(out.([]bfloat16.BFloat16)), s16: bf16Bits(in[0].([]bfloat16.BFloat16))})
 	case nat.trans != nil:
-		transpose(out.([]float32), in[0].([]float32), nat.trans.dims, nat.trans.perm)
-		return nil
+		return nat.trans.run(w, transposeData{d32: out.([]float32), s32: in[0].([]float32)})
 	case nat.cp != nil:
 		return nat.cp.run(in[0], out)
 	}
@@ -92,4 +90,45 @@ func (w *worker) unbind(io *fuseIO) {
 	clear(io.hsrcs)
 	clear(io.bsrcs)
 	w.srcs, w.hsrcs, w.bsrcs = io.srcs[:0], io.hsrcs[:0], io.bsrcs[:0]
+}
+
+// transposeData is a transpose's destination and source, float32 or bfloat16 (one pair set).
+type transposeData struct {
+	d32, s32 []float32
+	d16, s16 []uint16
+}
+
+// transposeJob is a transpose split into parts along the destination's outermost axis; the
+// worker keeps one, so splitting allocates nothing.
+type transposeJob struct {
+	p     *transposePlan
+	data  transposeData
+	parts int
+}
+
+func (j *transposeJob) part(p int) {
+	n := j.p.dims[j.p.perm[0]]
+	lo, hi := p*n/j.parts, (p+1)*n/j.parts
+	if j.data.d16 != nil {
+		transposeOuter(j.data.d16, j.data.s16, j.p.dims, j.p.perm, lo, hi)
+	} else {
+		transposeOuter(j.data.d32, j.data.s32, j.p.dims, j.p.perm, lo, hi)
+	}
+}
+
+// run copies the transpose, split across the worker's team when it is large and its outermost
+// destination axis has an index for each part (attention's [2, 12, 512, 64] heads moved back to
+// [2, 512, 12, 64]: a copy limited by memory, which both cores' loads run faster).
+func (p *transposePlan) run(w *worker, data transposeData) error {
+	size := len(data.d32) + len(data.d16)
+	parts := 1
+	if len(p.dims) > 0 && size >= minParallel {
+		parts = min(w.threads, p.dims[p.perm[0]])
+	}
+	w.transposeJob = transposeJob{p: p, data: data, parts: max(parts, 1)}
+	defer func() { w.transposeJob = transposeJob{} }()
+	if parts <= 1 {
+		return catch(func() { w.transposeJob.part(0) })
+	}
+	return w.team.run(parts, &w.transposeJob)
 }
