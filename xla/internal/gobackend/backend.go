@@ -121,8 +121,11 @@ type worker struct {
 	compareJob   compareJob
 	vecJob       vecJob
 	transposeJob transposeJob
-	// in holds the operands' data of the running native operation.
-	in []any
+	// in holds the operands' data of the running native operation; extra and xbufs the data
+	// and buffers of a fusion's extra outputs.
+	in    []any
+	extra [][]float32
+	xbufs []backends.Buffer
 }
 
 // newWorker makes a worker using threads goroutines, with its GEMM pool.

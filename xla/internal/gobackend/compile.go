@@ -43,6 +43,7 @@ type nativeOp struct {
 	reads []int          // value ids of the buffers it reads
 	out   int            // value id of its output (all but AllReduce and RNGBitGenerator)
 	outs  []int          // value ids of AllReduce's and RNGBitGenerator's outputs
+	fouts []int          // a fusion with extra outputs: out, then the extra values (fuse_outputs.go)
 	name  string         // the operation, for errors
 }
 
@@ -159,6 +160,12 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 		case r == id:
 			f := fusions[id]
 			native[id] = &nativeOp{fus: f, reads: f.reads, out: f.out, name: "fusion of " + b.nodes[id].op.String()}
+			if len(f.extra) > 0 {
+				native[id].fouts = []int{f.out}
+				for _, o := range f.extra {
+					native[id].fouts = append(native[id].fouts, o.value)
+				}
+			}
 		default:
 			absorbed[id] = true
 		}
@@ -349,7 +356,7 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 	e.nodes = len(b.nodes)
 	st := e.Stats()
 	slog.Debug("gobackend: compiled", "computation", b.name, "nodes", st.Nodes, "segments", st.Segments,
-		"native", st.Native, "packed_operands", st.PackedOperands, "fusions", st.Fusions, "fused_ops", st.FusedOps,
+		"native", st.Native, "packed_operands", st.PackedOperands, "fusions", st.Fusions, "fused_ops", st.FusedOps, "fusion_extra_outputs", st.FusionExtraOutputs,
 		"reductions", st.Reductions, "transposes", st.Transposes, "comparisons", st.Comparisons, "all_reduces", st.AllReduces, "replicas", replicas)
 	ok = true
 	return e, nil
@@ -555,13 +562,15 @@ type Stats struct {
 	Fusions        int // native fused elementwise programs (ReducedFusions included)
 	FusedOps       int // operations computed inside them
 	ReducedFusions int // fusions computed inside the reduction reading them, never stored (reduce_fused.go)
-	Reductions     int // native reductions
-	Transposes     int // native transposes
-	Comparisons    int // native comparisons
-	Copies         int // native reshapes, identities and slices (most of them free: view.go)
-	AllReduces     int // all-reduces
-	AllGathers     int // all-gathers recognised in all-reduces (row gathers, gather.go)
-	RNGs           int // random bit generators
+	// FusionExtraOutputs counts the outputs fusions write besides their roots' (fuse_outputs.go).
+	FusionExtraOutputs int
+	Reductions         int // native reductions
+	Transposes         int // native transposes
+	Comparisons        int // native comparisons
+	Copies             int // native reshapes, identities and slices (most of them free: view.go)
+	AllReduces         int // all-reduces
+	AllGathers         int // all-gathers recognised in all-reduces (row gathers, gather.go)
+	RNGs               int // random bit generators
 }
 
 // Stats reports how the computation was split (tests and benchmarks log it).
@@ -585,6 +594,7 @@ func (e *Executable) Stats() Stats {
 		case nat.fus != nil:
 			s.Fusions++
 			s.FusedOps += nat.fus.ops
+			s.FusionExtraOutputs += len(nat.fus.extra)
 		case nat.red != nil:
 			s.Reductions++
 			if nat.red.src != nil {

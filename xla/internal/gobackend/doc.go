@@ -50,7 +50,10 @@
 //     narrowing, truncation and bfloat16 Add, Sub, Mul and Div (the float32 operation and the
 //     truncation in one pass) have AVX2 kernels (vec_bf16_amd64.s). A fusion that is the last
 //     reader of a buffer of its output's shape and type, read only in the output's layout,
-//     writes its output over it;
+//     writes its output over it. A group whose value is a float32 output of the program read
+//     only by one other group, elementwise, is computed by that group, which writes it as an
+//     extra output (fuse_outputs.go): an optimizer update is one pass writing the new moments
+//     and the new parameter, not three;
 //   - float32 and bfloat16 ReduceSum/ReduceMax whose reduced axes are adjacent (reduce.go),
 //     accumulating in simplego's order, and a bfloat16 one in bfloat16 (every partial sum
 //     truncated) as simplego does, so bitwise equal to it; rows are summed eight at a time and

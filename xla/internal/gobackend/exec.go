@@ -412,6 +412,14 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 			return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
 		}
 	}
+	extra, xbufs, err := e.extraOutputs(stepIdx, sh, nat, w, in, env, owned, local != nil)
+	defer func() { clear(extra); clear(xbufs); w.extra, w.xbufs = extra[:0], xbufs[:0] }() // no references kept
+	if err != nil {
+		if !isLocal(buf) {
+			_ = sg.BufferFinalize(buf)
+		}
+		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
+	}
 	if nat.dot != nil && nat.dot.vec != nil && nat.dot.batch > 0 && nat.dot.m > 0 && nat.dot.n > 0 {
 		var done bool
 		if done, err = w.runVec(nat.dot.vec, in[0], in[1], out); !done {
@@ -423,17 +431,53 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 		if err != nil {
 			err = fmt.Errorf("%s x %s -> %s: %w", nat.dot.lhsS, nat.dot.rhsS, nat.dot.out, err)
 		}
-	} else if perr := catch(func() { err = nat.runFlat(w, in, out) }); perr != nil {
+	} else if perr := catch(func() { err = nat.runFlat(w, in, out, extra) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
+		for _, b := range xbufs {
+			_ = sg.BufferFinalize(b)
+		}
 		if !isLocal(buf) {
 			_ = sg.BufferFinalize(buf)
 		}
 		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
 	}
 	env[nat.out], owned[nat.out] = buf, true
+	for i, b := range xbufs {
+		v := nat.fus.extra[i].value
+		env[v], owned[v] = b, true
+	}
 	return nil
+}
+
+// extraOutputs returns the data and buffers of fusion nat's extra outputs (outputs of the
+// program, never in the arena: fuse_outputs.go), in the worker's reused tables: each over an
+// operand the fusion may overwrite that no other output took (taking one ends its ownership,
+// so inPlace does not offer it again), or a new buffer.
+func (e *Executable) extraOutputs(stepIdx int, sh *shared, nat *nativeOp, w *worker, in []any, env []backends.Buffer, owned []bool, arena bool) ([][]float32, []backends.Buffer, error) {
+	extra, xbufs := w.extra[:0], w.xbufs[:0]
+	if nat.fus == nil {
+		return extra, xbufs, nil
+	}
+	for _, o := range nat.fus.extra {
+		var buf backends.Buffer
+		var out any
+		if u := e.inPlace(stepIdx, sh, nat.fus, owned, arena); u >= 0 {
+			buf, out = env[u], in[slices.Index(nat.reads, u)]
+			env[u], owned[u] = nil, false
+		} else {
+			var err error
+			if buf, out, err = e.newBuffer(e.valueShapes[o.value]); err != nil {
+				for _, b := range xbufs {
+					_ = e.backend.sg.BufferFinalize(b)
+				}
+				return extra, xbufs, fmt.Errorf("output %s: %w", e.valueShapes[o.value], err)
+			}
+		}
+		extra, xbufs = append(extra, out.([]float32)), append(xbufs, buf)
+	}
+	return extra, xbufs, nil
 }
 
 // runGatherRows runs replica r's part of a row gather (gather.go) into the buffer its group

@@ -97,6 +97,12 @@ type fusion struct {
 	ops    int   // members (for Stats)
 	// outBF16: the root is bfloat16 (narrowed as it is stored).
 	outBF16 bool
+	// extra are float32 outputs besides the root's (fuse_outputs.go), stored after the block's
+	// last instruction; the root's output is then float32 too.
+	extra []fusedOut
+	// readAhead: the fusion prefetches its operands' and outputs' blocks ahead of the one it
+	// computes (fuse_exec.go's prefetch); set for fusions with extra outputs.
+	readAhead bool
 }
 
 // overwritable reports whether the fusion may write its output over the buffer of value v: v has
@@ -275,8 +281,9 @@ func (b *Builder) planFusions(needed, isOutput []bool, users [][]int) ([]int, ma
 	// cheaper to recompute than to keep are first copied into their readers (remat.go); a root
 	// so dissolved keeps its group number but gets no program.
 	members := b.rematerialize(b.groupMembers(group), group, isOutput, users)
+	extras := b.mergeOutputs(members, isOutput, users)
 	for r, ids := range members {
-		f, err := b.buildFusion(r, ids, group)
+		f, err := b.buildFusion(r, ids, group, extras[r])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -305,8 +312,8 @@ func (b *Builder) inlinable(n *node, group []int, isOutput []bool, users [][]int
 }
 
 // buildFusion compiles the program of the group rooted at r, whose members (root included) are
-// the node ids in ascending order.
-func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
+// the node ids in ascending order, writing the values extra too (fuse_outputs.go).
+func (b *Builder) buildFusion(r int, members, group, extra []int) (*fusion, error) {
 	root := b.nodes[r]
 	f := &fusion{out: root.outputs[0].id, shape: root.outputs[0].shape, outBF16: root.outputs[0].shape.DType == dtypes.BFloat16}
 	outDims := f.shape.Dimensions
@@ -439,7 +446,15 @@ func (b *Builder) buildFusion(r int, members, group []int) (*fusion, error) {
 		f.instrs = append(f.instrs, fusedInstr{op: opCopy, a: regOf[f.out], b: -1, dst: f.nregs})
 		f.nregs++
 	}
+	for _, x := range extra {
+		reg, ok := regOf[x]
+		if !ok || !slices.ContainsFunc(f.instrs, func(in fusedInstr) bool { return in.dst == reg }) {
+			return nil, fmt.Errorf("gobackend: computation %q: extra output #%d of fusion #%d is not computed by an instruction (bug)", b.name, x, r)
+		}
+		f.extra = append(f.extra, fusedOut{value: x, reg: reg})
+	}
 	f.allocRegisters()
+	f.readAhead = len(f.extra) > 0
 	return f, nil
 }
 

@@ -55,6 +55,8 @@ type fuseIO struct {
 	srcs   [][]float32
 	hsrcs  [][]uint16
 	bsrcs  [][]bool
+	// extra are the float32 outputs of the fusion's extra values, in order (fuse_outputs.go).
+	extra [][]float32
 }
 
 func (io *fuseIO) size() int {
@@ -134,9 +136,15 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 		}
 		fill(r.bufs[l.reg][:min(fuseBlock, hi-lo)], v)
 	}
+	// direct: the last instruction writes straight into the float32 output. With extra outputs
+	// every output is stored after the block's last instruction instead (storeBlock).
+	direct := io.out16 == nil && len(f.extra) == 0
 	for b := lo; b < hi; b += fuseBlock {
 		e := min(b+fuseBlock, hi)
 		n := e - b
+		if f.readAhead {
+			f.prefetch(io, b+readAheadBlocks*fuseBlock, hi)
+		}
 		for i := range f.leaves {
 			l := &f.leaves[i]
 			switch l.kind {
@@ -180,7 +188,7 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 		for k := range f.instrs {
 			in := &f.instrs[k]
 			var dst []float32
-			if k == last && io.out16 == nil {
+			if k == last && direct {
 				dst = io.out[b-io.outOff : e-io.outOff]
 			} else {
 				dst = r.bufs[in.dst][:n]
@@ -194,7 +202,7 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 				if r.views[in.cond][0] != 0 {
 					src = a
 				}
-				if k != last || io.out16 != nil {
+				if k != last || !direct {
 					r.views[in.dst] = src
 					continue
 				}
@@ -214,9 +222,65 @@ func (f *fusion) runRange(io *fuseIO, r *fuseRegs, lo, hi int) {
 			}
 			r.views[in.dst] = dst
 		}
-		if io.out16 != nil {
+		switch {
+		case len(f.extra) > 0:
+			f.storeBlock(io, r, b, e)
+		case io.out16 != nil:
 			narrowBF16(io.out16[b-io.outOff:e-io.outOff], r.views[f.instrs[last].dst])
 		}
+	}
+}
+
+// readAheadBlocks is how far ahead (in blocks) a fusion with extra outputs asks for its
+// operands' and outputs' lines.
+const readAheadBlocks = 4
+
+// prefetch asks for the lines of the block at b (if it is before hi) of the fusion's float32
+// operands read in the output's layout and of its outputs. A block's instructions run one after
+// the other over it, so each one that first reads an operand waits on memory with little else
+// in flight, and the hardware prefetchers, following each stream a few lines ahead, do not
+// cover that wait when a program reads four large buffers and writes three (the AdamW update
+// with its extra outputs): measured on its [3072, 768] update alone, 20–25% faster with this than
+// as three separate fusions, and no faster than them without it. Reading ahead in every fusion
+// was measured before, without gain in the GPT-2 124M step.
+func (f *fusion) prefetch(io *fuseIO, b, hi int) {
+	if b >= hi {
+		return
+	}
+	n := 4 * min(fuseBlock, hi-b)
+	for i := range f.leaves {
+		if l := &f.leaves[i]; l.kind == leafDirect && !l.bf16 {
+			prefetchLines(unsafe.Pointer(&io.srcs[i][b]), n)
+		}
+	}
+	prefetchLines(unsafe.Pointer(&io.out[b-io.outOff]), n)
+	for _, x := range io.extra {
+		prefetchLines(unsafe.Pointer(&x[b]), n)
+	}
+}
+
+// storeBlock stores elements [b, e) of a fusion with extra outputs: the root's and each extra
+// value's. An output may be written over one of the fusion's operands (exec.go's inPlace), and
+// a register may be a view of an operand's block (a Where on a single condition), so every
+// output's block is first made its register's own, then all are stored: no store can change
+// what another output stores.
+func (f *fusion) storeBlock(io *fuseIO, r *fuseRegs, b, e int) {
+	n := e - b
+	own := func(reg int) []float32 {
+		v, buf := r.views[reg][:n], r.bufs[reg][:n]
+		if &v[0] != &buf[0] {
+			copy(buf, v)
+			r.views[reg] = buf
+		}
+		return buf
+	}
+	root := own(f.instrs[len(f.instrs)-1].dst)
+	for _, o := range f.extra {
+		own(o.reg)
+	}
+	copy(io.out[b-io.outOff:e-io.outOff], root)
+	for i, o := range f.extra {
+		copy(io.extra[i][b:e], r.views[o.reg][:n])
 	}
 }
 

@@ -29,6 +29,10 @@ func (f *fusion) allocRegisters() {
 			lastUse[reg] = k
 		}
 	}
+	// Extra outputs are stored after the last instruction: read, in effect, by it.
+	for _, o := range f.extra {
+		lastUse[o.reg] = len(f.instrs) - 1
+	}
 	// A uniform Where's result is a view of one of its operands: backwards, so that a Where of
 	// a Where extends the first one's operands as far as the second's result is read.
 	for k := len(f.instrs) - 1; k >= 0; k-- {
@@ -91,6 +95,9 @@ func (f *fusion) allocRegisters() {
 		if lastUse[old] == none && k != len(f.instrs)-1 {
 			free = append(free, in.dst)
 		}
+	}
+	for i := range f.extra {
+		f.extra[i].reg = newReg[f.extra[i].reg]
 	}
 	f.nregs = n
 }

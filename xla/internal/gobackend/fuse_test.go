@@ -67,7 +67,8 @@ func TestFusedElementwiseMatchesSimpleGo(t *testing.T) {
 
 // TestFusionSplit builds a computation on the backend's builder directly to check what runs
 // natively: simplego's implicit broadcasting (a [1,n] and a scalar operand), a broadcast read by
-// two fusions (inlined into both, never materialized), and a root that is a broadcast.
+// two fusions (inlined into both, never materialized), a root that is a broadcast, and an output
+// read only by another fusion (o1: written by o2's fusion as an extra output, fuse_outputs.go).
 func TestFusionSplit(t *testing.T) {
 	sg := newSimpleGo(t)
 	gb := newGotpu(t, Config{})
@@ -92,8 +93,8 @@ func TestFusionSplit(t *testing.T) {
 	}
 	wantExec, gotExec := build(sg), build(gb)
 	st := gotExec.(*Executable).Stats()
-	if st.Segments != 0 || st.Fusions != 4 || st.FusedOps != 6 {
-		t.Fatalf("split %+v, want 4 fusions of 6 operations (the shared broadcast inlined) and no segment", st)
+	if st.Segments != 0 || st.Fusions != 3 || st.FusedOps != 6 || st.FusionExtraOutputs != 1 {
+		t.Fatalf("split %+v, want 3 fusions of 6 operations (the shared broadcast inlined, o1 an extra output of o2's) and no segment", st)
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	var in []*tensors.Tensor

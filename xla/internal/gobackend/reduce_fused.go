@@ -39,7 +39,7 @@ func (b *Builder) fuseReduceSources(native []*nativeOp, absorbed []bool, users [
 		}
 		prod := b.values[p.in].node
 		src := native[prod.id]
-		if src == nil || src.fus == nil || src.fus.outBF16 || src.fus.out != p.in || isOutput[p.in] || len(users[p.in]) != 1 {
+		if src == nil || src.fus == nil || src.fus.outBF16 || len(src.fus.extra) > 0 || src.fus.out != p.in || isOutput[p.in] || len(users[p.in]) != 1 {
 			continue
 		}
 		p.src = src.fus

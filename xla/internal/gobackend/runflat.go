@@ -11,14 +11,15 @@ import (
 // into the flat data of its output.
 
 // runFlat runs a fusion, reduction or transpose, of float32 or bfloat16, or a comparison, on
-// its operands' flat data (in, in the order of nat.reads, as BufferData returns them) into out.
-func (nat *nativeOp) runFlat(w *worker, in []any, out any) error {
+// its operands' flat data (in, in the order of nat.reads, as BufferData returns them) into out,
+// and a fusion's extra outputs into extra.
+func (nat *nativeOp) runFlat(w *worker, in []any, out any, extra [][]float32) error {
 	switch {
 	case nat.cmp != nil:
 		// An operation comparing a value with itself reads it once.
 		return nat.cmp.run(w, out.([]bool), in[0], in[len(in)-1])
 	case nat.fus != nil:
-		return nat.fus.runFlat(w, nat.reads, in, out)
+		return nat.fus.runFlat(w, nat.reads, in, out, extra)
 	case nat.red != nil && nat.red.src != nil:
 		return nat.red.runFused(w, nat.reads, in, out.([]float32))
 	case nat.red != nil && nat.red.bf16:
@@ -36,13 +37,22 @@ func (nat *nativeOp) runFlat(w *worker, in []any, out any) error {
 }
 
 // runFlat runs the fusion on the flat data in of the values reads into out ([]float32 or
-// []bfloat16.BFloat16, the root's type).
-func (f *fusion) runFlat(w *worker, reads []int, in []any, out any) error {
+// []bfloat16.BFloat16, the root's type) and its extra outputs into extra.
+func (f *fusion) runFlat(w *worker, reads []int, in []any, out any, extra [][]float32) error {
 	io, err := f.bind(w, reads, in)
 	defer w.unbind(&io)
 	if err != nil {
 		return err
 	}
+	if len(extra) != len(f.extra) {
+		return fmt.Errorf("fusion has %d extra outputs, given %d (bug)", len(f.extra), len(extra))
+	}
+	for i, x := range extra {
+		if len(x) != len(out.([]float32)) {
+			return fmt.Errorf("fusion extra output %d has %d elements, the output %d (bug)", i, len(x), len(out.([]float32)))
+		}
+	}
+	io.extra = extra
 	if f.outBF16 {
 		io.out16 = bf16Bits(out.([]bfloat16.BFloat16))
 	} else {

@@ -47,6 +47,13 @@ func (e *Executable) planSpares() {
 		if k, ok := keyOf(e.valueShapes[st.nat.out]); ok {
 			e.spareCap[k]++
 		}
+		if f := st.nat.fus; f != nil {
+			for _, o := range f.extra {
+				if k, ok := keyOf(e.valueShapes[o.value]); ok {
+					e.spareCap[k]++
+				}
+			}
+		}
 	}
 	e.spare = map[spareKey][]backends.Buffer{}
 	e.spareTakes = map[spareKey]int{}

@@ -119,6 +119,8 @@ func (st step) io() (reads, outs []int) {
 		return st.seg.inputs, st.seg.outputs
 	case st.nat.outs != nil:
 		return st.nat.reads, st.nat.outs
+	case st.nat.fouts != nil:
+		return st.nat.reads, st.nat.fouts
 	}
 	return st.nat.reads, []int{st.nat.out}
 }

@@ -10,6 +10,11 @@ import "unsafe"
 //go:noescape
 func sqrtF32AVX(dst, src *float32, n int)
 
+// prefetchLines asks for the cache lines of the n bytes at p (PREFETCHT0), without waiting.
+//
+//go:noescape
+func prefetchLines(p unsafe.Pointer, n int)
+
 //go:noescape
 func selectF32AVX(dst, cond, a, b *float32, n int)
 

@@ -304,3 +304,17 @@ max32:
 	SETNE unordered+28(FP)
 	VZEROUPPER
 	RET
+
+// func prefetchLines(p unsafe.Pointer, n int)
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+pf:
+	CMPQ CX, $0
+	JLE  pfdone
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	SUBQ $64, CX
+	JMP  pf
+pfdone:
+	RET

@@ -2,6 +2,8 @@
 
 package gobackend
 
+import "unsafe"
+
 // Without the assembly kernels (another architecture, or the purego build tag) the portable
 // loops run.
 
@@ -46,3 +48,6 @@ func fill32Vec(*uint32, uint32, int) bool { return false }
 
 // maxRowVec has no vector kernel here: maxRow's loop runs.
 func maxRowVec(float32, []float32) (float32, bool) { return 0, false }
+
+// prefetchLines does nothing without the assembly kernels.
+func prefetchLines(unsafe.Pointer, int) {}
