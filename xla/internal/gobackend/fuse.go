@@ -101,7 +101,7 @@ type fusion struct {
 	// last instruction; the root's output is then float32 too.
 	extra []fusedOut
 	// readAhead: the fusion prefetches its operands' and outputs' blocks ahead of the one it
-	// computes (fuse_exec.go's prefetch); set for fusions with extra outputs.
+	// computes (fuse_exec.go's prefetch).
 	readAhead bool
 }
 
@@ -454,7 +454,7 @@ func (b *Builder) buildFusion(r int, members, group, extra []int) (*fusion, erro
 		f.extra = append(f.extra, fusedOut{value: x, reg: reg})
 	}
 	f.allocRegisters()
-	f.readAhead = len(f.extra) > 0
+	f.readAhead = f.readsAhead()
 	return f, nil
 }
 

@@ -147,3 +147,58 @@ func TestFusionExtraOutputAliasing(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAhead: fusions that prefetch blocks ahead (readsAhead: two float32 operands read in
+// the output's layout, at least readAheadMin elements) give simplego's results to the bit —
+// stored, with a size that is not a whole number of blocks, and computed inside the reductions
+// of its rows and of its columns (reduce_fused.go), whose scratch holds a few rows only.
+func TestReadAhead(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	sg := newSimpleGo(t)
+	for _, c := range []struct {
+		dims []int
+		axes []int // nil: the fusion is the output
+	}{
+		{[]int{517, 1031}, nil},
+		{[]int{256, 2048}, []int{1}},
+		{[]int{2, 1024, 768}, []int{0, 1}},
+	} {
+		n := 1
+		for _, d := range c.dims {
+			n *= d
+		}
+		prog := func(bld backends.Builder, must func(backends.Op, error) backends.Op, x []backends.Op) []backends.Op {
+			y := must(bld.Add(must(bld.Mul(x[0], x[1])), x[0]))
+			if c.axes != nil {
+				y = must(bld.ReduceSum(y, c.axes...))
+			}
+			return []backends.Op{y}
+		}
+		vals := func() []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			return v
+		}
+		args := []arg{{vals(), c.dims}, {vals(), c.dims}}
+		want := execute(t, sg, compileProgram(t, sg, prog, args), args, nil)
+		for _, threads := range []int{1, 2} {
+			gb := newGotpu(t, Config{Threads: threads})
+			exec := compileProgram(t, gb, prog, args).(*Executable)
+			ahead := false
+			for _, st := range exec.steps {
+				if nat := st.nat; nat != nil && nat.fus != nil {
+					ahead = ahead || nat.fus.readAhead
+				} else if nat != nil && nat.red != nil && nat.red.src != nil {
+					ahead = ahead || nat.red.src.readAhead
+				}
+			}
+			if !ahead {
+				t.Fatalf("%v axes %v: no fusion reads ahead", c.dims, c.axes)
+			}
+			got := execute(t, gb, exec, args, nil)
+			assertBitwise(t, fmt.Sprintf("%v axes %v, %d threads", c.dims, c.axes, threads), got[0], want[0])
+		}
+	}
+}
