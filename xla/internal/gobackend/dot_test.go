@@ -352,22 +352,12 @@ func TestTransposeTiles(t *testing.T) {
 		for i := range src {
 			src[i] = int32(i)
 		}
-		// Reference: destination element by element, from its index through the permutation.
-		rank := len(c.dims)
-		srcStride := rowMajorStrides(c.dims)
-		outDims, stride := make([]int, rank), make([]int, rank)
-		for i, a := range c.perm {
-			outDims[i], stride[i] = c.dims[a], srcStride[a]
-		}
 		want := make([]int32, n)
-		for d := range want {
-			off, rem := 0, d
-			for a := rank - 1; a >= 0; a-- {
-				off += rem % outDims[a] * stride[a]
-				rem /= outDims[a]
-			}
-			want[d] = src[off]
+		for d, s := range referenceTranspose(c.dims, c.perm) {
+			want[d] = src[s]
 		}
+		rank := len(c.dims)
+		outDims, stride := permutedStrides(c.dims, c.perm)
 		got := make([]int32, n)
 		transpose(got, src, c.dims, c.perm)
 		if !slices.Equal(got, want) {
@@ -439,12 +429,10 @@ func TestTransposeSplit(t *testing.T) {
 // source element it holds, computed from its index through the permutation.
 func referenceTranspose(dims, perm []int) []int {
 	rank := len(dims)
-	srcStride := rowMajorStrides(dims)
-	outDims, stride := make([]int, rank), make([]int, rank)
+	outDims, stride := permutedStrides(dims, perm)
 	n := 1
-	for i, a := range perm {
-		outDims[i], stride[i] = dims[a], srcStride[a]
-		n *= dims[a]
+	for _, d := range dims {
+		n *= d
 	}
 	want := make([]int, n)
 	for d := range want {
@@ -456,4 +444,15 @@ func referenceTranspose(dims, perm []int) []int {
 		want[d] = off
 	}
 	return want
+}
+
+// permutedStrides returns the dimensions of a transpose's destination and, for each of its
+// axes, the source's stride along it.
+func permutedStrides(dims, perm []int) (outDims, stride []int) {
+	srcStride := rowMajorStrides(dims)
+	outDims, stride = make([]int, len(perm)), make([]int, len(perm))
+	for i, a := range perm {
+		outDims[i], stride[i] = dims[a], srcStride[a]
+	}
+	return outDims, stride
 }

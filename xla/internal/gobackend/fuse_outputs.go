@@ -24,6 +24,9 @@ import (
 // Only outputs of the program are merged: they never live in the arena (arena.go places one
 // result per step) and nothing after R reads them, so the only effect on the schedule is that
 // G's inputs are read at R's step instead of G's.
+//
+// mergeMaxOps bounds a merged program (members): each register is a block of fuseBlock floats,
+// and a long program's registers would no longer stay in L1. AdamW's merged update has 17.
 const mergeMaxOps = 48
 
 // fusedOut is an extra output of a fusion: value is written from register reg, after every
