@@ -109,15 +109,7 @@ func compileProgram(t *testing.T, b backends.Backend, prog program, args []arg) 
 // outputs' flat data.
 func execute(t *testing.T, b backends.Backend, exec backends.Executable, args []arg, donate []bool) []any {
 	t.Helper()
-	var in []backends.Buffer
-	for _, a := range args {
-		buf, err := b.BufferFromFlatData(0, a.flat, a.shape())
-		if err != nil {
-			t.Fatal(err)
-		}
-		in = append(in, buf)
-	}
-	outs, err := exec.Execute(in, donate, 0)
+	outs, err := exec.Execute(argBuffers(t, b, args), donate, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +121,20 @@ func execute(t *testing.T, b backends.Backend, exec backends.Executable, args []
 		}
 	}
 	return flats
+}
+
+// argBuffers returns new buffers of b holding the arguments.
+func argBuffers(t *testing.T, b backends.Backend, args []arg) []backends.Buffer {
+	t.Helper()
+	var in []backends.Buffer
+	for _, a := range args {
+		buf, err := b.BufferFromFlatData(0, a.flat, a.shape())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, buf)
+	}
+	return in
 }
 
 // flatOf copies a buffer's data.

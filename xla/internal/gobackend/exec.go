@@ -412,13 +412,17 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 			return fmt.Errorf("gobackend: %q: %s output %s: %w", e.name, nat.name, outShape, err)
 		}
 	}
-	extra, xbufs, err := e.extraOutputs(stepIdx, sh, nat, w, in, env, owned, local != nil)
-	defer func() { clear(extra); clear(xbufs); w.extra, w.xbufs = extra[:0], xbufs[:0] }() // no references kept
-	if err != nil {
-		if !isLocal(buf) {
-			_ = sg.BufferFinalize(buf)
+	var extra [][]float32
+	var xbufs []backends.Buffer
+	if nat.fus != nil && len(nat.fus.extra) > 0 {
+		extra, xbufs, err = e.extraOutputs(stepIdx, sh, nat, w, in, env, owned, local != nil)
+		defer func() { clear(extra); clear(xbufs); w.extra, w.xbufs = extra[:0], xbufs[:0] }() // no references kept
+		if err != nil {
+			if !isLocal(buf) {
+				_ = sg.BufferFinalize(buf)
+			}
+			return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
 		}
-		return fmt.Errorf("gobackend: %q: %s: %w", e.name, nat.name, err)
 	}
 	if nat.dot != nil && nat.dot.vec != nil && nat.dot.batch > 0 && nat.dot.m > 0 && nat.dot.n > 0 {
 		var done bool
@@ -454,12 +458,10 @@ func (e *Executable) runNative(stepIdx int, sh *shared, nat *nativeOp, w *worker
 // extraOutputs returns the data and buffers of fusion nat's extra outputs (outputs of the
 // program, never in the arena: fuse_outputs.go), in the worker's reused tables: each over an
 // operand the fusion may overwrite that no other output took (taking one ends its ownership,
-// so inPlace does not offer it again), or a new buffer.
+// so inPlace does not offer it again), or a new buffer. runNative calls it only for a fusion
+// that has extra outputs, so other operations pay nothing for them.
 func (e *Executable) extraOutputs(stepIdx int, sh *shared, nat *nativeOp, w *worker, in []any, env []backends.Buffer, owned []bool, arena bool) ([][]float32, []backends.Buffer, error) {
 	extra, xbufs := w.extra[:0], w.xbufs[:0]
-	if nat.fus == nil {
-		return extra, xbufs, nil
-	}
 	for _, o := range nat.fus.extra {
 		var buf backends.Buffer
 		var out any

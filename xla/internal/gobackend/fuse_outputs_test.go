@@ -58,14 +58,9 @@ func TestFusionExtraOutputs(t *testing.T) {
 			}
 			for _, donate := range []bool{false, true} {
 				what := fmt.Sprintf("keep %v, %d threads, donated %v", keep, threads, donate)
-				var in []backends.Buffer
+				in := argBuffers(t, gb, args)
 				var data []unsafe.Pointer
-				for _, a := range args {
-					buf, err := gb.BufferFromFlatData(0, a.flat, a.shape())
-					if err != nil {
-						t.Fatal(err)
-					}
-					in = append(in, buf)
+				for _, buf := range in {
 					d, err := gb.BufferData(buf)
 					if err != nil {
 						t.Fatal(err)

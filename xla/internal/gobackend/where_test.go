@@ -59,14 +59,7 @@ func TestFusedWhereInPlace(t *testing.T) {
 	want := execute(t, sg, compileProgram(t, sg, prog, args), args, nil)
 	gb := newGotpu(t, Config{})
 	exec := compileProgram(t, gb, prog, args)
-	var in []backends.Buffer
-	for _, a := range args {
-		buf, err := gb.BufferFromFlatData(0, a.flat, a.shape())
-		if err != nil {
-			t.Fatal(err)
-		}
-		in = append(in, buf)
-	}
+	in := argBuffers(t, gb, args)
 	mData, err := gb.BufferData(in[0])
 	if err != nil {
 		t.Fatal(err)
