@@ -30,6 +30,21 @@
 // stored. The driver (driver.go) is one generic loop nest over an engine — a
 // kernel, its packing and its blocking — instantiated for both panel types.
 //
+// Packing pays for itself through reuse: a packed A panel serves nc/nr kernel
+// calls. Where the other side has at most directMaxTiles (6) tiles — the
+// attention products of a transformer, a 512×512 score matrix against 64
+// value columns or 64 gradient rows against it — an operand is read in place
+// instead (direct operands): the AVX-512 float32 engine's strided kernel
+// (kernel_strided_amd64.s) takes A's row and k strides and B's k stride, so
+// A in either layout and an untransposed B need no copy, and each step does
+// the packed kernel's FMAs in the same order (the same bits;
+// TestDirectOperands). Partial panels are still packed, zero-padded. The
+// panel a direct tile reads next is prefetched while the current one
+// computes. On the GPT-2 124M step's attention shapes (BenchmarkDirectOperands,
+// both paths alternating in one process) in place against packed measured
+// 1.09-1.19× for P·V, 1.19-1.26× for dS^T·Q and 1.07-1.11× for dO^T·P; the
+// whole step, A/B in one process, 3094 against 3140 ms.
+//
 // # Micro-kernels and dispatch
 //
 //   - AVX-512 (kernel_amd64.s): 12×32 tile; 24 zmm accumulators, two zmm for the

@@ -217,10 +217,11 @@ func gemmPanels[T float32 | uint32](ctx context.Context, e *engine[T], bufA, buf
 	mcMax := mc
 	ncMax := min(e.nc, ceilDiv(n1-n0, nr)*nr)
 	stepsMax := ceilDiv(min(e.kc, op.K), e.kPer)
+	d := directOperands(e, op, a, b, m1-m0, n1-n0)
 	*bufA = grow(*bufA, mcMax*stepsMax)
 	*bufB = grow(*bufB, ncMax*stepsMax)
 	*bufTile = grow(*bufTile, mr*nr)
-	packA, packB, tile := *bufA, *bufB, *bufTile
+	t := tiler[T]{e: e, packA: *bufA, packB: *bufB, tile: *bufTile, c: c, ldc: ldc, m0: m0, n0: n0, d: d}
 
 	for ic := m0; ic < m1; ic += mc {
 		mb := min(mc, m1-ic)
@@ -229,43 +230,174 @@ func gemmPanels[T float32 | uint32](ctx context.Context, e *engine[T], bufA, buf
 				return err
 			}
 			kb := min(e.kc, op.K-pc)
-			steps := ceilDiv(kb, e.kPer)
-			beta := accumulate || pc > 0
-			e.pack(packA, a, ic, pc, mb, kb, mr, asx, asp)
+			t.ic, t.pc, t.mb, t.steps = ic, pc, mb, ceilDiv(kb, e.kPer)
+			t.beta = accumulate || pc > 0
+			if d.a == nil {
+				e.pack(t.packA, a, ic, pc, mb, kb, mr, asx, asp)
+			} else if r := mb % mr; r != 0 {
+				// Only the partial row panel is packed (zero-padded to mr rows);
+				// the kernel reads the full ones in place.
+				e.pack(t.packA, a, ic+mb-r, pc, r, kb, mr, asx, asp)
+			}
 			for jc := n0; jc < n1; jc += e.nc {
 				nb := min(e.nc, n1-jc)
-				e.pack(packB, b, jc, pc, nb, kb, nr, bsx, bsp)
-				for ir := 0; ir < mb; ir += mr {
-					ap := packA[ir*steps : (ir+mr)*steps]
-					rows := min(mr, mb-ir)
+				t.jc, t.nb = jc, nb
+				if d.b == nil {
+					e.pack(t.packB, b, jc, pc, nb, kb, nr, bsx, bsp)
+				} else if r := nb % nr; r != 0 {
+					e.pack(t.packB, b, jc+nb-r, pc, r, kb, nr, bsx, bsp)
+				}
+				if d.b != nil && d.a == nil {
+					// B read in place: one B panel against every A panel, so that it
+					// is fetched from memory once and then read from L1.
 					for jr := 0; jr < nb; jr += nr {
-						bp := packB[jr*steps : (jr+nr)*steps]
-						cols := min(nr, nb-jr)
-						off := (ic-m0+ir)*ldc + jc - n0 + jr
-						if rows == mr && cols == nr {
-							e.fn(steps, ap, bp, c[off:], ldc, beta)
-							continue
+						t.prefetchB(jr + nr)
+						for ir := 0; ir < mb; ir += mr {
+							t.run(ir, jr)
 						}
-						// Edge tile: compute the full padded tile aside and
-						// keep only the rows and columns that exist.
-						e.fn(steps, ap, bp, tile, nr, false)
-						for r := 0; r < rows; r++ {
-							dst := c[off+r*ldc : off+r*ldc+cols]
-							src := tile[r*nr : r*nr+cols]
-							if beta {
-								for x, v := range src {
-									dst[x] += v
-								}
-							} else {
-								copy(dst, src)
-							}
-						}
+					}
+					continue
+				}
+				for ir := 0; ir < mb; ir += mr {
+					if d.a != nil {
+						t.prefetchA(ir + mr)
+					}
+					for jr := 0; jr < nb; jr += nr {
+						t.run(ir, jr)
 					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// directMaxTiles is the most tiles of the other side for which an operand is
+// read in place rather than packed. Packing an A block costs a read and a write
+// of it, repaid by the nc/nr kernel calls that then read it from L1; attention's
+// products (a 512×512 score matrix against 64 columns of values, or 64 rows of
+// gradients against it) have only 2 to 6 such calls, and their packing cost
+// them a quarter of their time.
+const directMaxTiles = 6
+
+// direct holds the operands a call reads in place (nil when packed), with the
+// strides of A (asr, ask: row and k, in elements) and B (bsk: k; its columns
+// are contiguous).
+type direct[T float32 | uint32] struct {
+	a, b     []T
+	asr, ask int
+	bsk      int
+}
+
+// directOperands decides which operands of an m×n rectangle of op are read in
+// place: those of a float32 engine with a strided kernel, in float32 storage,
+// whose packed panels the other side would reuse at most directMaxTiles times;
+// B only when not transposed (a kernel step reads 32 consecutive columns).
+func directOperands[T float32 | uint32](e *engine[T], op *Op, a, b operand, m, n int) direct[T] {
+	var d direct[T]
+	if e.strided == nil {
+		return d
+	}
+	if af, ok := any(a.f32).([]T); ok && af != nil && ceilDiv(n, e.nr) <= directMaxTiles {
+		d.a, d.asr, d.ask = af, op.LDA, 1
+		if op.TransA {
+			d.asr, d.ask = 1, op.LDA
+		}
+	}
+	if bf, ok := any(b.f32).([]T); ok && bf != nil && !op.TransB && ceilDiv(m, e.mr) <= directMaxTiles {
+		d.b, d.bsk = bf, op.LDB
+	}
+	return d
+}
+
+// tiler runs the register tiles of one (ic, pc, jc) block of gemmPanels.
+type tiler[T float32 | uint32] struct {
+	e                  *engine[T]
+	packA, packB       []T
+	tile, c            []float32
+	ldc, m0, n0        int
+	d                  direct[T]
+	ic, pc, jc, mb, nb int
+	steps              int
+	beta               bool
+}
+
+// prefetchA prefetches the A panel at row ir of the block, read in place, while
+// the tiles of the panel before it compute: with only a few tiles per panel the
+// hardware prefetcher does not keep up with its 12 row streams (attention's
+// P·V ran at 273 GFLOP/s without this, 345 with A in cache).
+func (t *tiler[T]) prefetchA(ir int) {
+	a, ok := any(t.d.a).([]float32)
+	if !ok || ir+t.e.mr > t.mb {
+		return
+	}
+	off := (t.ic+ir)*t.d.asr + t.pc*t.d.ask
+	if t.d.asr > t.d.ask {
+		prefetchBlock(a, off, t.e.mr, t.d.asr, (t.steps-1)*t.d.ask+1)
+	} else {
+		prefetchBlock(a, off, t.steps, t.d.ask, (t.e.mr-1)*t.d.asr+1)
+	}
+}
+
+// prefetchB prefetches the B panel at column jr of the block, read in place.
+func (t *tiler[T]) prefetchB(jr int) {
+	b, ok := any(t.d.b).([]float32)
+	if !ok || jr+t.e.nr > t.nb {
+		return
+	}
+	prefetchBlock(b, t.pc*t.d.bsk+t.jc+jr, t.steps, t.d.bsk, t.e.nr)
+}
+
+// run computes the tile at (ir, jr) of the block: from packed panels with the
+// unrolled kernel, or with the strided one where an operand is read in place;
+// an edge tile is computed whole into t.tile and only its existing rows and
+// columns are kept.
+func (t *tiler[T]) run(ir, jr int) {
+	e, steps := t.e, t.steps
+	mr, nr := e.mr, e.nr
+	rows, cols := min(mr, t.mb-ir), min(nr, t.nb-jr)
+	ap, asr, ask := t.packA[ir*steps:(ir+mr)*steps], 1, mr
+	if t.d.a != nil {
+		if rows == mr {
+			ap, asr, ask = t.d.a[(t.ic+ir)*t.d.asr+t.pc*t.d.ask:], t.d.asr, t.d.ask
+		} else {
+			ap = t.packA[:mr*steps]
+		}
+	}
+	bp, bsk := t.packB[jr*steps:(jr+nr)*steps], nr
+	if t.d.b != nil {
+		if cols == nr {
+			bp, bsk = t.d.b[t.pc*t.d.bsk+t.jc+jr:], t.d.bsk
+		} else {
+			bp = t.packB[:nr*steps]
+		}
+	}
+	packed := (t.d.a == nil || rows < mr) && (t.d.b == nil || cols < nr)
+	off := (t.ic-t.m0+ir)*t.ldc + t.jc - t.n0 + jr
+	c, ldc, beta := t.c[off:], t.ldc, t.beta
+	edge := rows < mr || cols < nr
+	if edge {
+		c, ldc, beta = t.tile, nr, false
+	}
+	if packed {
+		e.fn(steps, ap, bp, c, ldc, beta)
+	} else {
+		e.strided(steps, ap, asr, ask, bp, bsk, c, ldc, beta)
+	}
+	if !edge {
+		return
+	}
+	for r := 0; r < rows; r++ {
+		dst := t.c[off+r*t.ldc : off+r*t.ldc+cols]
+		src := t.tile[r*nr : r*nr+cols]
+		if t.beta {
+			for x, v := range src {
+				dst[x] += v
+			}
+		} else {
+			copy(dst, src)
+		}
+	}
 }
 
 // scratchMax bounds the float32 scratch of a bfloat16-output call (elements,

@@ -62,6 +62,11 @@ type engine[T float32 | uint32] struct {
 	// steps, with a holding steps groups of mr elements and b steps groups of
 	// nr elements (the layouts pack writes), and C's rows ldc elements apart.
 	fn func(steps int, a, b []T, c []float32, ldc int, beta bool)
+	// strided, where set, is fn reading A's element (r, p) of the tile at
+	// a[r*asr + p*ask] and B's (p, x) at b[p*bsk + x] (strides in elements):
+	// packed panels (asr = 1, ask = mr, bsk = nr) or the operands in place (the
+	// driver's direct operands), with fn's results bit for bit.
+	strided func(steps int, a []T, asr, ask int, b []T, bsk int, c []float32, ldc int, beta bool)
 	// pack packs the nx×kb block at (x0, p0) of an operand into panels of w
 	// (see pack.go for sx, sp).
 	pack func(dst []T, o operand, x0, p0, nx, kb, w, sx, sp int)

@@ -15,6 +15,35 @@ import (
 //go:noescape
 func kernelAVX512(k int, a, b, c *float32, ldc int, beta int)
 
+// kernelAVX512Strided (kernel_strided_amd64.s) is kernelAVX512 reading A and B
+// through element strides instead of from packed panels (see the driver's
+// direct operands).
+//
+//go:noescape
+func kernelAVX512Strided(k int, a *float32, asr, ask int, b *float32, bsk int, c *float32, ldc int, beta int)
+
+// prefetchRows (kernel_strided_amd64.s) prefetches lines cache lines of each of
+// rows rows stride bytes apart, starting off bytes after p (an offset rather
+// than a pointer, so that no Go pointer is formed past the slice).
+//
+//go:noescape
+func prefetchRows(p *float32, off, rows, stride, lines int)
+
+// prefetchBlock prefetches rows rows of span elements, stride elements apart,
+// starting at element off of s (see tiler.prefetch). Prefetches do not fault,
+// but the callers keep the range inside s anyway.
+func prefetchBlock(s []float32, off, rows, stride, span int) {
+	if len(s) == 0 || rows <= 0 || span <= 0 {
+		return
+	}
+	b := 4 * off
+	lines := (b%64 + 4*span + 63) / 64
+	if (4*stride)%64 != 0 {
+		lines++ // later rows start elsewhere in their line
+	}
+	prefetchRows(unsafe.SliceData(s), b, rows, 4*stride, lines)
+}
+
 //go:noescape
 func kernelAVX2(k int, a, b, c *float32, ldc int, beta int)
 
@@ -60,6 +89,17 @@ func callAVX512(k int, a, b, c []float32, ldc int, beta bool) {
 	kernelAVX512(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, b2i(beta))
 }
 
+// callAVX512Strided checks, like callAVX512, that the last element each operand's
+// strides reach lies inside its slice.
+func callAVX512Strided(k int, a []float32, asr, ask int, b []float32, bsk int, c []float32, ldc int, beta bool) {
+	if k > 0 {
+		_ = a[11*asr+(k-1)*ask]
+		_ = b[(k-1)*bsk+31]
+	}
+	_ = c[11*ldc+31]
+	kernelAVX512Strided(k, unsafe.SliceData(a), asr, ask, unsafe.SliceData(b), bsk, unsafe.SliceData(c), ldc, b2i(beta))
+}
+
 func callAVX2(k int, a, b, c []float32, ldc int, beta bool) {
 	_ = a[k*6-1]
 	_ = b[k*16-1]
@@ -90,7 +130,7 @@ func b2i(b bool) int {
 
 // avx512F32 and avx2F32 are the float32 engines of the assembly kernels.
 var (
-	avx512F32 = engine[float32]{mr: 12, nr: 32, kc: 256, nc: 512, mc: 1020, kPer: 1, fn: callAVX512, pack: packOperand}
+	avx512F32 = engine[float32]{mr: 12, nr: 32, kc: 256, nc: 512, mc: 1020, kPer: 1, fn: callAVX512, strided: callAVX512Strided, pack: packOperand}
 	avx2F32   = engine[float32]{mr: 6, nr: 16, kc: 256, nc: 512, mc: 1020, kPer: 1, fn: callAVX2, pack: packOperand}
 )
 
