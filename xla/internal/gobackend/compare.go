@@ -154,11 +154,13 @@ func compareInto[T int32 | float32](op backends.OpType, out []bool, a, b []T) {
 	a, b = a[:len(out)], b[:len(out)]
 	switch op {
 	case backends.OpTypeEqual:
-		for i := range out {
+		done := equalVec(out, a, b, false)
+		for i := done; i < len(out); i++ {
 			out[i] = a[i] == b[i]
 		}
 	case backends.OpTypeNotEqual:
-		for i := range out {
+		done := equalVec(out, a, b, true)
+		for i := done; i < len(out); i++ {
 			out[i] = a[i] != b[i]
 		}
 	case backends.OpTypeLessThan:
