@@ -25,7 +25,8 @@ type Op struct {
 // Batch describes Count independent products of the same Op, item i reading
 // A[i*StrideA:], B[i*StrideB:] and writing C[i*StrideC:] (strides in elements).
 // StrideA or StrideB may be 0 to broadcast one operand; StrideC must keep the
-// outputs disjoint.
+// outputs disjoint: each after the last, or side by side in the same rows
+// (StrideC ≥ N and (Count-1)·StrideC + N ≤ LDC).
 type Batch struct {
 	Count                     int
 	StrideA, StrideB, StrideC int

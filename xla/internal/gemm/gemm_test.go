@@ -3,6 +3,7 @@ package gemm
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -190,6 +191,9 @@ func TestValidation(t *testing.T) {
 		{Op{M: 3, N: 3, K: 4, TransB: true}, Batch{Count: 1}, a, b[:10], c, "B has 10 elements, need 12"},
 		{Op{M: 3, N: 3, K: 4, LDC: 4}, Batch{Count: 1}, a, b, c, "C has 9 elements, need 11"},
 		{Op{M: 3, N: 3, K: 4}, Batch{Count: 2, StrideC: 5}, a, b, c, "Batch.StrideC = 5"},
+		// Side by side: each item's 3 columns must fit, StrideC apart, within LDC.
+		{Op{M: 3, N: 3, K: 4, LDC: 6}, Batch{Count: 2, StrideC: 2}, a, b, make([]float32, 20), "Batch.StrideC = 2"},
+		{Op{M: 3, N: 3, K: 4, LDC: 6}, Batch{Count: 3, StrideC: 3}, a, b, make([]float32, 20), "Batch.StrideC = 3"},
 		{Op{M: 3, N: 3, K: 4}, Batch{Count: -1}, a, b, c, "Batch.Count = -1"},
 		{Op{M: 3, N: 3, K: 4}, Batch{Count: 2, StrideA: -3}, a, b, c, "negative batch stride"},
 		{Op{M: 3, N: 3, K: 4}, Batch{Count: 2, StrideA: 12, StrideC: 9}, a, b, make([]float32, 18), "A has 12 elements, need 24"},
@@ -301,6 +305,57 @@ func TestNoAllocs(t *testing.T) {
 		f() // warm-up grows the buffers
 		if allocs := testing.AllocsPerRun(20, f); allocs != 0 {
 			t.Errorf("%s: %v allocs per call, want 0", name, allocs)
+		}
+	}
+}
+
+// TestSideBySideOutputs checks batch items written side by side in the same rows (attention's
+// heads into [seq, heads·dim]): every item equals its own product, bit for bit, on 1 and 2
+// threads and with the operands read in place or packed, and the columns between and after the
+// items keep their sentinel.
+func TestSideBySideOutputs(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, threads := range []int{1, 2} {
+		for _, s := range [][3]int{{5, 6, 7}, {40, 64, 300}, {100, 33, 20}} {
+			m, n, k := s[0], s[1], s[2]
+			const count, gap = 3, 2
+			ldc := count*(n+gap) + 1
+			p := newTestPool(t, KernelAuto, threads, false)
+			a, b := randSlice(count*m*k, rng), randSlice(count*k*n, rng)
+			c := make([]float32, m*ldc)
+			for i := range c {
+				c[i] = cSentinel
+			}
+			op := Op{M: m, N: n, K: k, LDC: ldc}
+			if err := p.Float32Batched(ctx, op, Batch{Count: count, StrideA: m * k, StrideB: k * n, StrideC: n + gap}, a, b, c); err != nil {
+				t.Fatal(err)
+			}
+			for it := range count {
+				want := make([]float32, m*n)
+				if err := p.Float32(ctx, Op{M: m, N: n, K: k}, a[it*m*k:], b[it*k*n:], want); err != nil {
+					t.Fatal(err)
+				}
+				for r := range m {
+					for x := range n {
+						if got := c[r*ldc+it*(n+gap)+x]; math.Float32bits(got) != math.Float32bits(want[r*n+x]) {
+							t.Fatalf("threads=%d %v: item %d (%d, %d) is %v, alone %v", threads, s, it, r, x, got, want[r*n+x])
+						}
+					}
+				}
+			}
+			for r := range m {
+				for it := range count {
+					for x := it*(n+gap) + n; x < min((it+1)*(n+gap), ldc); x++ {
+						if c[r*ldc+x] != cSentinel {
+							t.Fatalf("threads=%d %v: (%d, %d) between items was written", threads, s, r, x)
+						}
+					}
+				}
+				if c[r*ldc+ldc-1] != cSentinel {
+					t.Fatalf("threads=%d %v: row %d's last column was written", threads, s, r)
+				}
+			}
 		}
 	}
 }

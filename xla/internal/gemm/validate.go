@@ -45,7 +45,11 @@ func validate(op *Op, batch Batch, lenA, lenB, lenC int) error {
 		return fmt.Errorf("gemm: matrix extent overflows int (M=%d N=%d K=%d LDA=%d LDB=%d LDC=%d)",
 			op.M, op.N, op.K, op.LDA, op.LDB, op.LDC)
 	}
-	if batch.Count > 1 && extC > 0 && batch.StrideC < extC {
+	// The outputs must be disjoint: one after another, or side by side in the same rows
+	// (attention's heads written into [seq, heads·dim] rows: each item N columns wide, the
+	// items StrideC apart, all within LDC).
+	sideBySide := op.M > 1 && batch.StrideC >= op.N && (batch.Count-1)*batch.StrideC+op.N <= op.LDC
+	if batch.Count > 1 && extC > 0 && batch.StrideC < extC && !sideBySide {
 		return fmt.Errorf("gemm: Batch.StrideC = %d overlaps consecutive outputs (each C spans %d elements)",
 			batch.StrideC, extC)
 	}

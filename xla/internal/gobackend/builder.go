@@ -31,6 +31,10 @@ type node struct {
 	// outerAt, for a native outer product with a short vector, is where the vector's axis is in
 	// the output (a transpose folded into it, fold.go); nil: last.
 	outerAt *int
+	// outStrides, for a native product, are the strides of its natural output axes
+	// ([batch..., lhsFree..., rhsFree...]) in its output, a transpose of them folded into it
+	// (fold.go); nil: row-major.
+	outStrides []int
 
 	// Parameters only.
 	paramName  string

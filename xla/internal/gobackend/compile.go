@@ -126,6 +126,10 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			continue
 		}
 		outShape := n.outputs[0].shape
+		if n.outStrides != nil {
+			// Planned with its natural axis order, then written through outStrides.
+			outShape = shapes.Make(outShape.DType, naturalDims(n.inputs[0].shape, n.inputs[1].shape, ax)...)
+		}
 		if n.outerAt != nil {
 			// Planned with the vector's axis last, then written with it at outerAt.
 			outShape = shapes.Make(outShape.DType, append(slices.Clone(n.inputs[0].shape.Dimensions), n.inputs[1].shape.Dimensions[0])...)
@@ -136,6 +140,10 @@ func (b *Builder) compile(outs []*value) (*Executable, error) {
 			for _, d := range n.inputs[0].shape.Dimensions[*n.outerAt:] {
 				p.vec.q *= d
 			}
+		}
+		if err == nil && n.outStrides != nil {
+			nl := n.inputs[0].shape.Rank() - len(ax.lhsBatch) - len(ax.lhsContracting)
+			err = p.placeOutput(outShape.Dimensions, n.outStrides, len(ax.lhsBatch), nl, n.outputs[0].shape)
 		}
 		if err != nil {
 			// The shape builder accepted this product, so a plan failure is a bug here, not in

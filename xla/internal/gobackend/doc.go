@@ -110,8 +110,11 @@
 // Before planning, Compile folds transposes into products (fold.go): a product reads a transposed
 // operand's source through its axes (the GEMM's packing reads any layout), a transposed product
 // becomes the product with its operands swapped ((A·B)ᵀ = Bᵀ·Aᵀ, the same sums: GoMLX's weight
-// gradients), and a transposed short-vector outer product writes the vector's axis in place —
-// so those transposes never run.
+// gradients), a product whose transpose leaves its rows one strided run and its columns one
+// contiguous run — attention's [batch, heads, seq, dim] results transposed to
+// [batch, seq, heads, dim] — writes its rows ldc apart and its batch items side by side
+// (directly, or swapped), and a transposed short-vector outer product writes the vector's axis
+// in place — so those transposes never run.
 //
 // # Devices, SPMD and AllReduce
 //

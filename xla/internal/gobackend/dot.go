@@ -41,6 +41,9 @@ type dotPlan struct {
 	// vec, if set, runs the product instead of the GEMM (dot_vec.go); lhs and rhs are then
 	// unused.
 	vec *vecPlan
+	// ldc is the distance between the output's rows (elements); 0: n, the row-major output.
+	// A transpose folded into the product (placeOutput) makes it longer.
+	ldc int
 }
 
 // batchLevel is one coalesced batch axis: count items, and the strides (in elements) from one
@@ -156,11 +159,85 @@ func planDot(lhs, rhs, out shapes.Shape, ax dotAxes) (*dotPlan, error) {
 			best, p.lhs, p.rhs = cost, l, r
 		}
 	}
-	p.levels = batchLevels(bdims, p.lhs.bstr, p.rhs.bstr, p.m*p.n)
+	p.levels = batchLevels(bdims, p.lhs.bstr, p.rhs.bstr, itemStrides(bdims, p.m*p.n))
 	if p.vec = planVec(lhs, rhs, ax); p.vec != nil {
 		p.lhs, p.rhs = operandLayout{}, operandLayout{} // nothing is packed
 	}
 	return p, nil
+}
+
+// naturalDims are the dimensions of a product's output in DotGeneral's order: [batch...,
+// lhsFree..., rhsFree...].
+func naturalDims(lhs, rhs shapes.Shape, ax dotAxes) []int {
+	var dims []int
+	for _, a := range ax.lhsBatch {
+		dims = append(dims, lhs.Dimensions[a])
+	}
+	for _, a := range freeAxes(lhs.Rank(), ax.lhsContracting, ax.lhsBatch) {
+		dims = append(dims, lhs.Dimensions[a])
+	}
+	for _, a := range freeAxes(rhs.Rank(), ax.rhsContracting, ax.rhsBatch) {
+		dims = append(dims, rhs.Dimensions[a])
+	}
+	return dims
+}
+
+// outputLayout returns the row distance of an output whose natural axes — [batch..., lhsFree...,
+// rhsFree...], nb and nl of the first two, of dimensions dims — lie st elements apart in its
+// buffer, if the GEMM can write it there: the lhs's free axes walk one strided run (the rows) and
+// the rhs's one contiguous run (a row), as in a row-major output but with rows ldc apart, and the
+// batch axes anywhere.
+func outputLayout(dims, st []int, nb, nl int) (ldc int, ok bool) {
+	// run returns the stride of axes as one strided run, or 0 if all have size 1.
+	run := func(axes []int) (int, bool) {
+		stride, span := 0, 0
+		for i := len(axes) - 1; i >= 0; i-- {
+			a := axes[i]
+			if dims[a] == 1 {
+				continue
+			}
+			if stride == 0 {
+				stride = st[a]
+			} else if st[a] != span {
+				return 0, false
+			}
+			span = st[a] * dims[a]
+		}
+		return stride, true
+	}
+	axes := make([]int, len(dims))
+	for i := range axes {
+		axes[i] = i
+	}
+	rows, ok := run(axes[nb : nb+nl])
+	if !ok {
+		return 0, false
+	}
+	cols, ok := run(axes[nb+nl:])
+	if !ok || cols > 1 {
+		return 0, false
+	}
+	n := 1
+	for _, d := range dims[nb+nl:] {
+		n *= d
+	}
+	if rows == 0 {
+		return max(n, 1), true // a single row
+	}
+	return rows, rows >= n
+}
+
+// placeOutput makes p write its output, of shape out, through the strides st of the natural
+// output axes (dims, nb batch and nl lhs-free axes; outputLayout must accept them): a transpose
+// folded into the product (fold.go).
+func (p *dotPlan) placeOutput(dims, st []int, nb, nl int, out shapes.Shape) error {
+	ldc, ok := outputLayout(dims, st, nb, nl)
+	if !ok || p.vec != nil {
+		return fmt.Errorf("output strides %v of %v cannot be written by the GEMM", st, dims)
+	}
+	p.ldc, p.out = ldc, out
+	p.levels = batchLevels(dims[:nb], p.lhs.bstr, p.rhs.bstr, st[:nb])
+	return nil
 }
 
 // layoutOf returns how the GEMM reads, in place, an operand of shape s as [batch, rows, cols]
@@ -227,16 +304,19 @@ func packedLayout(perm, bdims []int, rows, cols int) operandLayout {
 	return l
 }
 
-// batchLevels coalesces the batch axes of dimensions bdims, with strides a and b in the operands
-// and row-major ones over items of mn elements in the output: neighbouring axes become one level
-// where all three strides walk them as one; axes of size 1 are dropped.
-func batchLevels(bdims, a, b []int, mn int) []batchLevel {
-	c := make([]int, len(bdims))
-	s := mn
-	for i := len(bdims) - 1; i >= 0; i-- {
-		c[i] = s
-		s *= bdims[i]
+// itemStrides returns the strides of batch axes bdims over row-major items of mn elements.
+func itemStrides(bdims []int, mn int) []int {
+	st := rowMajorStrides(bdims)
+	for i := range st {
+		st[i] *= mn
 	}
+	return st
+}
+
+// batchLevels coalesces the batch axes of dimensions bdims, with strides a, b and c in the
+// operands and the output: neighbouring axes become one level where all three strides walk them
+// as one; axes of size 1 are dropped.
+func batchLevels(bdims, a, b, c []int) []batchLevel {
 	var lv []batchLevel
 	for i, d := range bdims {
 		if d == 1 {
@@ -329,7 +409,7 @@ func grow[T any](s []T, n int) []T {
 
 // gemmOp is the GEMM description of the plan: the product and its innermost batch level.
 func (p *dotPlan) gemmOp() (gemm.Op, gemm.Batch) {
-	op := gemm.Op{M: p.m, N: p.n, K: p.k, TransA: p.lhs.trans, TransB: p.rhs.trans, LDA: p.lhs.ld, LDB: p.rhs.ld}
+	op := gemm.Op{M: p.m, N: p.n, K: p.k, TransA: p.lhs.trans, TransB: p.rhs.trans, LDA: p.lhs.ld, LDB: p.rhs.ld, LDC: p.ldc}
 	if len(p.levels) == 0 {
 		return op, gemm.Batch{Count: 1}
 	}

@@ -297,7 +297,7 @@ func TestDotInPlaceMatchesPacked(t *testing.T) {
 				packed := *p
 				packed.lhs = packedLayout(concat(ax.lhsBatch, lhsFree, pick(ax.lhsContracting, order)), bdims, p.m, p.k)
 				packed.rhs = packedLayout(concat(ax.rhsBatch, pick(ax.rhsContracting, order), rhsFree), bdims, p.k, p.n)
-				packed.levels = batchLevels(bdims, packed.lhs.bstr, packed.rhs.bstr, p.m*p.n)
+				packed.levels = batchLevels(bdims, packed.lhs.bstr, packed.rhs.bstr, itemStrides(bdims, p.m*p.n))
 				variants = append(variants, packed)
 			}
 

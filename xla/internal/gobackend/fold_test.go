@@ -36,6 +36,23 @@ func TestFoldTransposes(t *testing.T) {
 			o := must(bld.DotGeneral(x, nil, nil, y, nil, nil)) // [2,5,7] ⊗ [3] = [2,5,7,3]
 			return must(bld.Transpose(o, 0, 1, 3, 2))           // [2,5,3,7]
 		}, []int{2, 5, 7}, []int{3}, 0},
+		{"placed-heads", func(bld backends.Builder, must func(backends.Op, error) backends.Op, x, y backends.Op) backends.Op {
+			// Attention's P·V: [b,h,q,k] · [b,k,h,d] = [b,h,q,d], written as [b,q,h,d].
+			o := must(bld.DotGeneral(x, []int{3}, []int{0, 1}, y, []int{1}, []int{0, 2}))
+			return must(bld.Transpose(o, 0, 2, 1, 3))
+		}, []int{2, 3, 5, 4}, []int{2, 4, 3, 6}, 0},
+		{"placed-swapped", func(bld backends.Builder, must func(backends.Op, error) backends.Op, x, y backends.Op) backends.Op {
+			// The value gradient: [b,q,h,d] · [b,h,q,k] = [b,h,d,k], written as [b,k,h,d]: the
+			// rows are k, so the swapped product writes it.
+			o := must(bld.DotGeneral(x, []int{1}, []int{0, 2}, y, []int{2}, []int{0, 1}))
+			return must(bld.Transpose(o, 0, 3, 1, 2))
+		}, []int{2, 5, 3, 6}, []int{2, 3, 5, 7}, 0},
+		{"placed-nowhere", func(bld backends.Builder, must func(backends.Op, error) backends.Op, x, y backends.Op) backends.Op {
+			// x's two free axes exchanged in the output are not one run of rows, and the
+			// swapped product would need them contiguous: the transpose stays.
+			o := must(bld.DotGeneral(x, []int{2}, nil, y, []int{0}, nil)) // [4,5,3]
+			return must(bld.Transpose(o, 1, 0, 2))
+		}, []int{4, 5, 7}, []int{7, 3}, 1},
 		{"free-axes-reordered", func(bld backends.Builder, must func(backends.Op, error) backends.Op, x, y backends.Op) backends.Op {
 			// x's free axes come out of the transpose reversed: reading x through would
 			// reorder the output, so the transpose stays.
