@@ -82,30 +82,26 @@ func BenchmarkDirectOperands(b *testing.B) {
 	scores := randSlice(2*heads*seq*seq, rng) // [2 12 512 512]
 	act := randSlice(2*seq*heads*hd, rng)     // [2 512 12 64]
 	out := make([]float32, 2*heads*seq*seq)   // room for any of the outputs
+	// scoresTimesAct is the product of the scores (transposed or not) with the activations, per
+	// batch item and head: P·V, or dSᵀ·Q.
+	scoresTimesAct := func(transA bool) func(p *Pool) error {
+		return func(p *Pool) error {
+			for i := range 2 {
+				op := Op{M: seq, N: hd, K: seq, TransA: transA, LDB: heads * hd, LDC: hd}
+				bt := Batch{Count: heads, StrideA: seq * seq, StrideB: hd, StrideC: seq * hd}
+				if err := p.Float32Batched(ctx, op, bt, scores[i*heads*seq*seq:], act[i*seq*heads*hd:], out[i*heads*seq*hd:]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	products := []struct {
 		name string
 		run  func(p *Pool) error
 	}{
-		{"PV", func(p *Pool) error {
-			for i := range 2 {
-				op := Op{M: seq, N: hd, K: seq, LDB: heads * hd, LDC: hd}
-				bt := Batch{Count: heads, StrideA: seq * seq, StrideB: hd, StrideC: seq * hd}
-				if err := p.Float32Batched(ctx, op, bt, scores[i*heads*seq*seq:], act[i*seq*heads*hd:], out[i*heads*seq*hd:]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"dSTQ", func(p *Pool) error {
-			for i := range 2 {
-				op := Op{M: seq, N: hd, K: seq, TransA: true, LDB: heads * hd, LDC: hd}
-				bt := Batch{Count: heads, StrideA: seq * seq, StrideB: hd, StrideC: seq * hd}
-				if err := p.Float32Batched(ctx, op, bt, scores[i*heads*seq*seq:], act[i*seq*heads*hd:], out[i*heads*seq*hd:]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+		{"PV", scoresTimesAct(false)},
+		{"dSTQ", scoresTimesAct(true)},
 		{"dOTP", func(p *Pool) error {
 			for i := range 2 {
 				op := Op{M: hd, N: seq, K: seq, TransA: true, LDA: heads * hd, LDC: seq}
