@@ -118,17 +118,13 @@ func planDot(lhs, rhs, out shapes.Shape, ax dotAxes) (*dotPlan, error) {
 	}
 	lhsFree := freeAxes(lhs.Rank(), ax.lhsContracting, ax.lhsBatch)
 	rhsFree := freeAxes(rhs.Rank(), ax.rhsContracting, ax.rhsBatch)
-	want := make([]int, 0, out.Rank())
-	for _, a := range ax.lhsBatch {
-		want = append(want, lhs.Dimensions[a])
+	want := naturalDims(lhs, rhs, ax)
+	nb := len(ax.lhsBatch)
+	for _, d := range want[nb : nb+len(lhsFree)] {
+		p.m *= d
 	}
-	for _, a := range lhsFree {
-		want = append(want, lhs.Dimensions[a])
-		p.m *= lhs.Dimensions[a]
-	}
-	for _, a := range rhsFree {
-		want = append(want, rhs.Dimensions[a])
-		p.n *= rhs.Dimensions[a]
+	for _, d := range want[nb+len(lhsFree):] {
+		p.n *= d
 	}
 	if !slices.Equal(want, out.Dimensions) {
 		return nil, fmt.Errorf("axes %+v of %s x %s give dimensions %v, the output is %s", ax, lhs, rhs, want, out)
