@@ -47,29 +47,33 @@ func openCSV(t *Table) error {
 	return nil
 }
 
-// csvReader bounds each record with a windowReader.
+// csvReader bounds each record's bytes with a windowReader and its fields with a fieldCounter.
 type csvReader struct {
-	w    *windowReader
-	r    *csv.Reader
-	max  int
-	line int // where the last record read started
+	w         *windowReader
+	r         *csv.Reader
+	max       int
+	maxFields int
+	line      int // where the last record read started
 }
 
 func (s csvSource) reader(f io.Reader, opts Options) (*csvReader, error) {
 	br := &bomSkipper{r: f}
 	w := &windowReader{r: br}
-	r := csv.NewReader(w)
+	r := csv.NewReader(newFieldCounter(w, s.comma, opts.MaxRecordFields))
 	r.Comma = s.comma
 	r.ReuseRecord = true
 	r.LazyQuotes = true // as pandas: a quote inside an unquoted cell is a character
-	return &csvReader{w: w, r: r, max: opts.MaxRecordBytes}, nil
+	return &csvReader{w: w, r: r, max: opts.MaxRecordBytes, maxFields: opts.MaxRecordFields}, nil
 }
 
 func (c *csvReader) next() ([]string, error) {
 	c.w.allow(c.r.InputOffset(), c.max)
 	rec, err := c.r.Read()
 	if errors.Is(err, errWindow) {
-		return nil, fmt.Errorf("the record after line %d is longer than MaxRecordBytes %d: %w", c.line, c.max, ErrTooLarge)
+		return nil, fmt.Errorf("%s is longer than MaxRecordBytes %d: %w", c.which(), c.max, ErrTooLarge)
+	}
+	if errors.Is(err, errFields) {
+		return nil, fmt.Errorf("%s has more than MaxRecordFields %d fields: %w", c.which(), c.maxFields, ErrTooLarge)
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w (%w)", err, ErrCorrupt)
@@ -78,6 +82,14 @@ func (c *csvReader) next() ([]string, error) {
 		c.line, _ = c.r.FieldPos(0)
 	}
 	return rec, err
+}
+
+// which names the record being read: the line where it starts is known only once it is read.
+func (c *csvReader) which() string {
+	if c.line == 0 {
+		return "the first record"
+	}
+	return fmt.Sprintf("the record after line %d", c.line)
 }
 
 // cells streams the records after the header, calling fn with the cells of cols (-1: absent,

@@ -53,6 +53,10 @@ func recoverEdge(file string, err *error) {
 }
 
 func panicToErr(file string, r any, err *error) {
+	if ae, ok := r.(allocError); ok && ae.batch {
+		*err = fmt.Errorf("table: %s: a batch of rows decodes to more than the %d bytes allowed: %w", file, ae.limit, ErrTooLarge)
+		return
+	}
 	if ae, ok := r.(allocError); ok {
 		*err = fmt.Errorf("table: %s: the file claims a %d-byte buffer, more than the %d bytes allowed: %w", file, ae.size, ae.limit, ErrTooLarge)
 		return

@@ -2,8 +2,10 @@ package table
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,22 +14,57 @@ import (
 	"testing"
 )
 
-// fuzzFile writes data under name in a fresh directory and reads everything in it: a panic, an
-// error that does not name the file, or more than maxAllocPerRead allocated fails.
-func fuzzFile(t *testing.T, name string, data []byte) {
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, data, 0o644); err != nil {
+// Fuzzing speed. The fuzzer minimizes every input that finds new coverage, trying up to n²/2
+// cuts of an n-byte input for up to a minute, and counts none of those runs. With seeds of a few
+// KiB (whole fixture files) and a millisecond or more an input (a directory made and removed, a
+// file written and flushed), each new find stalled a worker for the whole minute: a run of a
+// minute made fewer than 20 execs. So the seeds are a few hundred bytes each, written here by
+// arrow-go and by hand to cover the encodings, codecs and forms the fixtures do; each process
+// writes its inputs over one file (overwrite); and the limits are small, so that a size claim is
+// refused before much is allocated. Regressions larger than the seeds are replayed by
+// TestFuzzRegressions instead of sitting in the fuzzer's corpus.
+
+// fuzzOpts are the limits inside the fuzz bodies.
+var fuzzOpts = Options{MaxCellBytes: 64 << 10, MaxRecordBytes: 256 << 10, MaxRecordFields: 256}
+
+// fuzzPath is the file a fuzz target writes its inputs to: one per process, in a directory made
+// once, as a process runs its inputs one at a time.
+func fuzzPath(f *testing.F, name string) string { return filepath.Join(f.TempDir(), name) }
+
+// fuzzFile writes data to path and reads everything in it: a panic, an error that does not name
+// the file, or more than maxAllocPerRead allocated fails.
+func fuzzFile(t testing.TB, path string, data []byte) {
+	if err := overwrite(path, data); err != nil {
 		t.Fatal(err)
 	}
-	checkAlloc(t, name, func() {
-		if _, err := readEverything(p, corruptOpts); err != nil && !strings.Contains(err.Error(), p) {
+	checkAlloc(t, filepath.Base(path), func() {
+		if _, err := readEverything(path, fuzzOpts); err != nil && !strings.Contains(err.Error(), path) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
 }
 
+// overwrite writes data over the file at path and cuts off what is left of its old contents. A
+// file truncated to nothing and written again (os.WriteFile) is flushed to disk when it is closed
+// on ext4 (auto_da_alloc): that took milliseconds, most of an input's time.
+func overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // maxAllocPerRead bounds what reading one small corrupt file may allocate in all, under
-// corruptOpts: a reader's buffers are a few MiB; a size claim believed would be far more.
+// corruptOpts or fuzzOpts: a reader's buffers are a few MiB; a size claim believed would be far
+// more.
 const maxAllocPerRead = 64 << 20
 
 func checkAlloc(t testing.TB, what string, read func()) {
@@ -42,58 +79,67 @@ func checkAlloc(t testing.TB, what string, read func()) {
 	}
 }
 
-// seed adds every fixture named, whole and cut in half, to f's corpus. The fuzzer minimizes each
-// new interesting input, which takes long on big ones: the seeds are the small fixtures (the big
-// ones are read whole by the other tests) and, for text formats, their first lines.
-func seed(f *testing.F, names ...string) {
-	for _, n := range names {
-		b, err := os.ReadFile(fixture(n))
-		if err != nil {
-			f.Fatal(err)
-		}
-		if !strings.HasSuffix(n, "parquet") && !strings.HasSuffix(n, "arrow") {
-			b = firstLines(b, 12)
-		}
+// addSeeds adds each seed, whole and cut in half (a truncated file is the commonest corruption).
+func addSeeds(f *testing.F, seeds [][]byte) {
+	for _, b := range seeds {
 		f.Add(b)
 		f.Add(b[:len(b)/2])
 	}
 }
 
-func firstLines(b []byte, n int) []byte {
-	at := 0
-	for i := 0; i < n && at < len(b); i++ {
-		j := bytes.IndexByte(b[at:], '\n')
-		if j < 0 {
-			return b
-		}
-		at += j + 1
-	}
-	return b[:at]
-}
-
 func FuzzParquet(f *testing.F) {
-	seed(f, "corpus-gzip.parquet", "nulls.parquet", "wide.parquet")
-	f.Fuzz(func(t *testing.T, b []byte) { fuzzFile(t, "f.parquet", b) })
+	addSeeds(f, parquetSeeds(f))
+	path := fuzzPath(f, "f.parquet")
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzFile(t, path, b) })
 }
 
 func FuzzArrow(f *testing.F) {
-	seed(f, "nulls.arrow", "dict/test/data-00000-of-00001.arrow")
-	f.Fuzz(func(t *testing.T, b []byte) { fuzzFile(t, "f.arrow", b) })
+	addSeeds(f, arrowSeeds(f))
+	path := fuzzPath(f, "f.arrow")
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzFile(t, path, b) })
 }
 
 func FuzzCSV(f *testing.F) {
-	seed(f, "corpus.csv", "nulls.csv")
-	f.Add([]byte("text,input_ids\n\"a\"\"\n\",[1,2]\n,\n"))
+	addSeeds(f, csvSeeds)
+	csvPath, txtPath := fuzzPath(f, "f.csv"), fuzzPath(f, "f.txt")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fuzzFile(t, "f.csv", b)
-		fuzzFile(t, "f.txt", b) // the text loader reads the same bytes line by line
+		fuzzFile(t, csvPath, b)
+		fuzzFile(t, txtPath, b) // the text loader reads the same bytes line by line
 	})
 }
 
 func FuzzJSON(f *testing.F) {
-	seed(f, "corpus.jsonl", "corpus-array.json", "nulls.jsonl")
-	f.Add([]byte(`[{"text": null, "input_ids": []}, {"text": "\u00e9"}]`))
-	f.Fuzz(func(t *testing.T, b []byte) { fuzzFile(t, "f.json", b) })
+	addSeeds(f, jsonSeeds)
+	path := fuzzPath(f, "f.json")
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzFile(t, path, b) })
+}
+
+// TestFuzzRegressions replays inputs that once failed a fuzz target and are too large for its
+// seed corpus (testdata/regress/<target>/...).
+func TestFuzzRegressions(t *testing.T) {
+	targets, err := os.ReadDir("testdata/regress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, target := range targets {
+		inputs, err := os.ReadDir(filepath.Join("testdata/regress", target.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range inputs {
+			b, err := os.ReadFile(filepath.Join("testdata/regress", target.Name(), in.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := strings.TrimPrefix(target.Name(), "Fuzz")
+			fuzzFile(t, filepath.Join(t.TempDir(), "f."+strings.ToLower(name)), b)
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no regression inputs")
+	}
 }
 
 // FuzzIntList checks parseIntList against encoding/json: what it accepts, encoding/json decodes
@@ -120,6 +166,47 @@ func FuzzIntList(f *testing.F) {
 		}
 		if errors.Is(err, ErrRange) && jerr == nil {
 			t.Fatalf("%q: out of range for this parser, not for encoding/json", s)
+		}
+	})
+}
+
+// FuzzFieldCounter checks fieldCounter against encoding/csv with LazyQuotes: read through it
+// with a limit of n fields, an input fails exactly when one of its records has more than n.
+func FuzzFieldCounter(f *testing.F) {
+	for _, s := range csvSeeds {
+		f.Add(s, uint8(2))
+	}
+	f.Add([]byte("a,\"b\"\"\",c\r\n\"x\r\ny\",z\n\"q\"\r,w\n\n"), uint8(1))
+	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
+		limit := int(n%8) + 1
+		read := func(r io.Reader) (widest int, err error) {
+			cr := csv.NewReader(r)
+			cr.LazyQuotes, cr.FieldsPerRecord, cr.ReuseRecord = true, -1, true
+			for {
+				rec, err := cr.Read()
+				if errors.Is(err, io.EOF) {
+					return widest, nil
+				}
+				if err != nil {
+					return widest, err
+				}
+				widest = max(widest, len(rec))
+			}
+		}
+		widest, err := read(bytes.NewReader(b))
+		if err != nil {
+			return // nothing to compare with
+		}
+		counted, err := read(newFieldCounter(bytes.NewReader(b), ',', limit))
+		switch {
+		case counted > limit:
+			t.Fatalf("%q: a record of %d fields passed a limit of %d", b, counted, limit)
+		case errors.Is(err, errFields) && widest <= limit:
+			t.Fatalf("%q: refused under a limit of %d, its widest record has %d fields", b, limit, widest)
+		case err == nil && widest > limit:
+			t.Fatalf("%q: a record of %d fields not refused under a limit of %d", b, widest, limit)
+		case err != nil && !errors.Is(err, errFields):
+			t.Fatalf("%q: %v", b, err)
 		}
 	})
 }

@@ -94,7 +94,7 @@ func newStreamReader(f *os.File, size int64, opts Options) (*ipc.Reader, error) 
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	return ipc.NewReader(bufio.NewReaderSize(f, 1<<16), ipcOptions(size, opts)...)
+	return ipc.NewReader(bufio.NewReaderSize(f, int(min(1<<16, max(size, 16)))), ipcOptions(size, opts)...)
 }
 
 func newFileReader(f *os.File, size int64, opts Options) (*ipc.FileReader, error) {

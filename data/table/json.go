@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // jsonSource reads HF's json loader inputs: JSON lines (one object per line; blank lines
@@ -74,9 +75,9 @@ func openJSON(t *Table) error {
 	s := jsonSource{array: first == '['}
 	var cols []Column
 	errFirst := errors.New("first object read")
-	err = s.records(context.Background(), t, func(_ int64, _ int64, obj []byte) error {
-		if cols, err = jsonColumns(obj); err != nil {
-			return fmt.Errorf("table: %s: %w", t.path, err)
+	err = s.records(context.Background(), t, func(row int64, line int64, obj []byte) error {
+		if cols, err = s.jsonColumns(t, obj); err != nil {
+			return fmt.Errorf("table: %s: %s: %w", t.path, where(row, line), err)
 		}
 		return errFirst
 	})
@@ -90,67 +91,49 @@ func openJSON(t *Table) error {
 	return nil
 }
 
-// jsonColumns returns the keys of obj in order, each typed by its value; a repeated key keeps its
-// first place (its last value wins, as in Python's json).
-func jsonColumns(obj []byte) ([]Column, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("the first row is not a JSON object: %w", ErrCorrupt)
-	}
+// jsonColumns returns the keys of the first object in order, each typed by its value; a
+// repeated key keeps its first place (its last value wins, as in Python's json). The object is
+// walked once (walkObject): no key beyond MaxRecordFields and no value is copied.
+func (s jsonSource) jsonColumns(t *Table, obj []byte) ([]Column, error) {
 	var cols []Column
 	at := map[string]int{}
-	for dec.More() {
-		tok, err := dec.Token()
+	err := walkObject(obj, t.opts.MaxRecordFields, func(key, val []byte) error {
+		name, err := keyText(key)
 		if err != nil {
-			return nil, fmt.Errorf("the first row: %w (%w)", err, ErrCorrupt)
+			return err
 		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("the first row, key %q: %w (%w)", key, err, ErrCorrupt)
-		}
-		c := Column{Name: key, Type: jsonType(raw)}
-		if i, ok := at[key]; ok {
+		c := Column{Name: name, Type: jsonType(val)}
+		if i, ok := at[name]; ok {
 			cols[i] = c
-			continue
+			return nil
 		}
-		at[key] = len(cols)
+		at[name] = len(cols)
 		cols = append(cols, c)
+		return nil
+	})
+	if err := s.recordErr(t, obj, err); err != nil {
+		return nil, err
 	}
 	return cols, nil
 }
 
-// jsonType names the type pyarrow would give a JSON value.
-func jsonType(raw []byte) string {
-	if len(raw) == 0 {
-		return "null"
-	}
-	switch raw[0] {
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	case '{':
-		return "struct"
-	case '[':
-		var elems []json.RawMessage
-		if json.Unmarshal(raw, &elems) != nil {
-			return "list<null>"
+// recordErr turns an error of walkObject on obj into one saying which limit or rule it broke;
+// with none, a JSON line (not validated while read, as an array's objects are) is validated.
+func (s jsonSource) recordErr(t *Table, obj []byte, err error) error {
+	switch {
+	case errors.Is(err, errFields):
+		return fmt.Errorf("an object of more than MaxRecordFields %d keys: %w", t.opts.MaxRecordFields, ErrTooLarge)
+	case errors.Is(err, errJSONSyntax):
+		if verr := validJSON(obj); verr != nil {
+			return verr
 		}
-		for _, e := range elems {
-			if t := jsonType(e); t != "null" {
-				return "list<" + t + ">"
-			}
-		}
-		return "list<null>"
+		return fmt.Errorf("%w (%w)", err, ErrCorrupt)
+	case err != nil:
+		return err
+	case !s.array:
+		return validJSON(obj)
 	}
-	if bytes.ContainsAny(raw, ".eE") {
-		return "double"
-	}
-	return "int64"
+	return nil
 }
 
 // records calls fn with each object of the file (its bytes valid only during fn) and, for JSON
@@ -162,7 +145,7 @@ func (s jsonSource) records(ctx context.Context, t *Table, fn func(row, line int
 	}
 	defer f.Close()
 	if !s.array {
-		lr := newLineReader(&bomSkipper{r: f}, t.opts.MaxRecordBytes, "MaxRecordBytes")
+		lr := newLineReader(f, &bomSkipper{r: f}, t.opts.MaxRecordBytes, "MaxRecordBytes")
 		for row := int64(0); ; {
 			if row%ctxEvery == ctxEvery-1 {
 				if err := ctx.Err(); err != nil {
@@ -185,7 +168,7 @@ func (s jsonSource) records(ctx context.Context, t *Table, fn func(row, line int
 			row++
 		}
 	}
-	w := &windowReader{r: bufio.NewReaderSize(&bomSkipper{r: f}, 64<<10)}
+	w := &windowReader{r: bufio.NewReaderSize(&bomSkipper{r: f}, readBuffer(f))}
 	w.allow(0, t.opts.MaxRecordBytes)
 	dec := json.NewDecoder(w)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
@@ -207,6 +190,11 @@ func (s jsonSource) records(ctx context.Context, t *Table, fn func(row, line int
 			if errors.Is(err, errWindow) {
 				return fmt.Errorf("table: %s: row %d: an object longer than MaxRecordBytes %d: %w", t.path, row, t.opts.MaxRecordBytes, ErrTooLarge)
 			}
+			if strings.Contains(err.Error(), "exceeded max depth") {
+				// encoding/json's own bound (10,000 levels) met before the walk could meet
+				// maxJSONDepth: the same error. Its message is the only sign of it.
+				return fmt.Errorf("table: %s: row %d: %w", t.path, row, errJSONDepth)
+			}
 			return fmt.Errorf("table: %s: row %d (byte %d): %w (%w)", t.path, row, dec.InputOffset(), err, ErrCorrupt)
 		}
 		if len(raw) == 0 || raw[0] != '{' {
@@ -225,19 +213,19 @@ func (s jsonSource) records(ctx context.Context, t *Table, fn func(row, line int
 	return nil
 }
 
-// fields decodes the values of the columns cols of one object (nil for a missing key).
-func (s jsonSource) fields(t *Table, obj []byte, m map[string]json.RawMessage, cols []int, out []json.RawMessage) error {
-	clear(m)
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return fmt.Errorf("%w (%w)", err, ErrCorrupt)
-	}
-	for i, c := range cols {
-		out[i] = nil
-		if c >= 0 {
-			out[i] = m[t.cols[c].Name]
+// fields finds the values of the columns cols in one object (nil for a missing key, the last
+// value for a repeated one), as slices of obj.
+func (s jsonSource) fields(t *Table, obj []byte, cols []int, out []json.RawMessage) error {
+	clear(out)
+	err := walkObject(obj, t.opts.MaxRecordFields, func(key, val []byte) error {
+		for i, c := range cols {
+			if c >= 0 && keyIs(key, t.cols[c].Name) {
+				out[i] = val
+			}
 		}
-	}
-	return nil
+		return nil
+	})
+	return s.recordErr(t, obj, err)
 }
 
 func where(row, line int64) string {
@@ -248,11 +236,11 @@ func where(row, line int64) string {
 }
 
 func (s jsonSource) scanStrings(ctx context.Context, t *Table, col int, fn func(int64, string, bool) error) error {
-	m := map[string]json.RawMessage{}
 	vals := make([]json.RawMessage, 1)
+	cols := []int{col}
 	name := t.cols[col].Name
 	return s.records(ctx, t, func(row, line int64, obj []byte) error {
-		if err := s.fields(t, obj, m, []int{col}, vals); err != nil {
+		if err := s.fields(t, obj, cols, vals); err != nil {
 			return fmt.Errorf("table: %s: %s: %w", t.path, where(row, line), err)
 		}
 		v := vals[0]
@@ -277,13 +265,12 @@ func (s jsonSource) scanStrings(ctx context.Context, t *Table, col int, fn func(
 }
 
 func (s jsonSource) scanIntLists(ctx context.Context, t *Table, cols []int, fn func(int64, [][]int32) error) error {
-	m := map[string]json.RawMessage{}
 	vals := make([]json.RawMessage, len(cols))
 	lists := make([][]int32, len(cols))
 	bufs := make([][]int32, len(cols))
 	maxLen := t.opts.MaxCellBytes / 4
 	return s.records(ctx, t, func(row, line int64, obj []byte) error {
-		if err := s.fields(t, obj, m, cols, vals); err != nil {
+		if err := s.fields(t, obj, cols, vals); err != nil {
 			return fmt.Errorf("table: %s: %s: %w", t.path, where(row, line), err)
 		}
 		for i, v := range vals {

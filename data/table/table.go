@@ -43,14 +43,25 @@ type Options struct {
 	// MaxRecordBytes bounds one CSV record or one JSON line/object, refused while it is being
 	// read, before it is held whole. 0 = 4 × MaxCellBytes.
 	MaxRecordBytes int
+	// MaxRecordFields bounds the fields of one CSV record (the header included) and the keys of
+	// one JSON object (its own, not those of objects nested in its values). A record's bytes are
+	// bounded by MaxRecordBytes, but a reader holds a header, an offset and a position for each
+	// field (encoding/csv) or a column or map entry for each key: a line of commas took many
+	// times its size. A record with more is refused while it is read, before those are held, with
+	// an error naming the file, row and this limit. 0 = DefaultMaxRecordFields.
+	MaxRecordFields int
 }
 
 // DefaultMaxCellBytes is the default bound on one cell: 256 MiB, as data's JSON-lines reader.
 const DefaultMaxCellBytes = 256 << 20
 
+// DefaultMaxRecordFields is the default bound on the fields of a CSV record or the keys of a JSON
+// object: 65,536, four times the columns a spreadsheet holds; at most a few MiB of bookkeeping.
+const DefaultMaxRecordFields = 1 << 16
+
 // DefaultOptions returns the options with every default filled in (Format inferred).
 func DefaultOptions() Options {
-	return Options{MaxCellBytes: DefaultMaxCellBytes, MaxRecordBytes: 4 * DefaultMaxCellBytes}
+	return Options{MaxCellBytes: DefaultMaxCellBytes, MaxRecordBytes: 4 * DefaultMaxCellBytes, MaxRecordFields: DefaultMaxRecordFields}
 }
 
 // Validate reports the first bad field of o.
@@ -66,6 +77,9 @@ func (o Options) Validate() error {
 	if o.MaxRecordBytes < 0 {
 		return fmt.Errorf("table: Options.MaxRecordBytes %d is negative", o.MaxRecordBytes)
 	}
+	if o.MaxRecordFields < 0 {
+		return fmt.Errorf("table: Options.MaxRecordFields %d is negative", o.MaxRecordFields)
+	}
 	return nil
 }
 
@@ -76,6 +90,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxRecordBytes == 0 {
 		o.MaxRecordBytes = 4 * o.MaxCellBytes
+	}
+	if o.MaxRecordFields == 0 {
+		o.MaxRecordFields = DefaultMaxRecordFields
 	}
 	return o
 }

@@ -21,7 +21,7 @@ func (textSource) scanStrings(ctx context.Context, t *Table, _ int, fn func(int6
 		return fmt.Errorf("table: %w", err)
 	}
 	defer f.Close()
-	lr := newLineReader(f, t.opts.MaxCellBytes, "MaxCellBytes")
+	lr := newLineReader(f, f, t.opts.MaxCellBytes, "MaxCellBytes")
 	var row int64
 	for {
 		if row%ctxEvery == ctxEvery-1 {
