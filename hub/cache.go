@@ -100,10 +100,14 @@ func (rc repoCache) readRef(rev string) (string, error) {
 // already says so, and nothing for a revision that is itself a commit). The commit's snapshot
 // folder is created first, even if no file is downloaded into it: cache scanners
 // (huggingface_hub's scan_cache_dir, @huggingface/hub's scanCacheDir) reject a ref to a
-// missing snapshot.
+// missing snapshot. A commit never resolves to another commit: such a ref is ErrCorrupt (the
+// callers check the Hub's answer first; this is the last guard).
 func (rc repoCache) writeRef(rev, commit string) error {
 	if rev == commit {
 		return nil
+	}
+	if IsCommit(rev) {
+		return fmt.Errorf("%w: %s: refusing to record commit %s as resolving to commit %s", ErrCorrupt, rc.dir, rev, commit)
 	}
 	if old, err := rc.readRef(rev); err == nil && old == commit {
 		return nil

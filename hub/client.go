@@ -24,6 +24,8 @@ type Client struct {
 	// host, so that the metadata of a file redirected to a CDN is read from the redirect itself.
 	http *http.Client
 	head *http.Client
+	// limits, set by WithLimits, bound the sizes of the files handed out; nil: none.
+	limits *sizeBudget
 }
 
 // New validates cfg, fills its defaults and returns a Client.

@@ -33,13 +33,24 @@
 // # Errors
 //
 // Errors wrap one of ErrNotCached, ErrRepoNotFound, ErrRevisionNotFound, ErrEntryNotFound,
-// ErrGated and ErrCorrupt (test with errors.Is) and name the repo, revision and file, and the
-// cache folder where relevant. The token is never part of an error or a log line. Names and
-// headers sent by the server are untrusted: a file name that is absolute, has "..", empty
-// segments or backslashes, an etag that is not a plain file name, or a commit that is not 40
-// hex digits is refused before anything is written. A download whose size or hash does not
+// ErrGated, ErrCorrupt and ErrTooLarge (test with errors.Is) and name the repo, revision and
+// file, and the cache folder or the limit where relevant. The token is never part of an error
+// or a log line. Names and headers sent by the server are untrusted: a file name that is
+// absolute, has "..", empty segments or backslashes, an etag that is not a plain file name, or a
+// commit that is not 40 hex digits is refused before anything is written. A download whose size or hash does not
 // match is ErrCorrupt and its partial file is removed; one that breaks off keeps its partial
-// file, and the next call (in any process) resumes it.
+// file, and the next call (in any process) resumes it. An answer for a commit revision that names
+// another commit (X-Repo-Commit, the listing's sha) is ErrCorrupt too: a commit is never linked
+// under another's snapshot nor recorded in refs/ as another.
+//
+// # Limits
+//
+// Beyond huggingface_hub, a client from WithLimits refuses (ErrTooLarge) a file above a size, or
+// files adding up to more than a total, from the size the Hub announces, before a byte is
+// written; the download then reads no more than that size. Every request is bounded in time: a
+// file's metadata and the repo-info listing must be answered within Config.EtagTimeout, and a
+// body (a file's, the listing's) may go no longer than Config.DownloadTimeout without a byte; a
+// call that times out is answered from the cache where the cache has the revision.
 //
 // # Concurrency
 //
@@ -49,5 +60,6 @@
 // renamed into place complete; symlinks and refs are replaced atomically by rename. Snapshot
 // downloads with an errgroup of at most MaxWorkers goroutines, all ended before it returns; a
 // download's idle timer (Config.DownloadTimeout) is a time.AfterFunc stopped when the download
-// ends. The package has no global mutable state.
+// ends. A client from WithLimits shares its parent's connections and cache; its count of the
+// sizes handed out is its own, under a mutex. The package has no global mutable state.
 package hub

@@ -42,10 +42,14 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 		return c.checkedCachedFile(ctx, repo, filename, errOffline)
 	}
 	rc := c.repoCache(repo)
+	what := fmt.Sprintf("%s file %q", repo.describe(), filename)
 	if IsCommit(repo.Revision) {
 		// A commit never changes: a linked file is the file (huggingface_hub's shortcut),
 		// once its blob still hashes to its etag.
 		if p := rc.pointerPath(repo.Revision, filename); exists(p) {
+			if err := c.limits.admitCached(what, p); err != nil {
+				return "", err
+			}
 			if err := c.checkCached(ctx, repo, filename, p); err == nil {
 				return p, nil
 			} else if !errors.Is(err, ErrCorrupt) {
@@ -55,6 +59,9 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 		}
 	}
 	meta, missingAt, err := c.headFile(ctx, repo, filename)
+	if err == nil {
+		err = checkPinned(repo, meta.commit, what)
+	}
 	if err != nil {
 		if errors.Is(err, ErrEntryNotFound) && missingAt != "" {
 			c.recordMissing(rc, repo, filename, missingAt)
@@ -64,6 +71,12 @@ func (c *Client) download(ctx context.Context, repo Repo, filename string, pw io
 				"repo", repo.ID, "revision", repo.Revision, "file", filename, "err", err)
 			return c.checkedCachedFile(ctx, repo, filename, err)
 		}
+		return "", err
+	}
+	// The size the Hub announces is checked before anything is written; fetchBlob then reads no
+	// more than that size (one byte more is an error), so a server that sends more than it
+	// announced cannot get past the limit either.
+	if err := c.limits.admitAnnounced(what, rc.pointerPath(meta.commit, filename), meta.size); err != nil {
 		return "", err
 	}
 	if blob := rc.blobPath(meta.etag); sizeIs(blob, meta.size) && !c.cfg.TrustCache {
@@ -100,6 +113,9 @@ func (c *Client) checkedCachedFile(ctx context.Context, repo Repo, filename stri
 	if err != nil {
 		return "", err
 	}
+	if err := c.limits.admitCached(fmt.Sprintf("%s file %q", repo.describe(), filename), p); err != nil {
+		return "", err
+	}
 	if err := c.checkCached(ctx, repo, filename, p); err != nil {
 		return "", err
 	}
@@ -131,9 +147,26 @@ func (c *Client) checkCached(ctx context.Context, repo Repo, filename, pointer s
 	return nil
 }
 
+// checkPinned refuses an answer for a revision that is a commit but that names another commit
+// (X-Repo-Commit, the repo-info sha): the bytes would be linked under that other snapshot and
+// refs/ would map one commit to another. huggingface_hub trusts the header; a commit pin is a
+// promise about content, so here the answer is ErrCorrupt, before anything is written.
+func checkPinned(repo Repo, commit, what string) error {
+	if IsCommit(repo.Revision) && commit != repo.Revision {
+		return fmt.Errorf("%w: %s: the Hub answered for commit %s, not the commit asked for", ErrCorrupt, what, commit)
+	}
+	return nil
+}
+
 // recordMissing writes the .no_exist marker and the ref for a file the Hub said is missing at
-// commit. Failing to record it only costs a request later, so it is logged, not returned.
+// commit. Failing to record it only costs a request later, so it is logged, not returned. An
+// answer for another commit than the one pinned is not recorded at all (checkPinned).
 func (c *Client) recordMissing(rc repoCache, repo Repo, filename, commit string) {
+	if checkPinned(repo, commit, filename) != nil {
+		c.log.Warn("hub: the Hub answered for another commit than the one asked for; not recorded",
+			"repo", repo.ID, "revision", repo.Revision, "file", filename, "commit", commit)
+		return
+	}
 	if err := rc.markNoExist(commit, filename); err != nil {
 		c.log.Warn("hub: cannot record a missing file", "file", filename, "err", err)
 	}

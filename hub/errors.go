@@ -30,6 +30,9 @@ var (
 	// ErrCorrupt: downloaded or cached bytes do not match the size or hash the Hub announced,
 	// or the server answered something that cannot be right.
 	ErrCorrupt = errors.New("hub: corrupt data")
+	// ErrTooLarge: a file is larger than the limit the caller set (Client.WithLimits), as the
+	// Hub announces it (refused before a byte is written) or as the cache holds it.
+	ErrTooLarge = errors.New("hub: file larger than the limit")
 )
 
 // errMetadata marks a HEAD answer without the headers a download needs (huggingface_hub's

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -62,17 +63,29 @@ func parseRepoInfo(data []byte, what string) (commit string, files []string, err
 	return info.SHA, files, nil
 }
 
-// repoInfo asks the Hub which commit repo's revision is and which files it has.
+// repoInfo asks the Hub which commit repo's revision is and which files it has. The call is
+// bounded as a file's download is: the answer's headers must come within Config.EtagTimeout
+// (the metadata timeout, as for the HEAD of a file) and its body may go no longer than
+// Config.DownloadTimeout without a byte, so that a server that accepts the connection and never
+// answers cannot hold Snapshot, ListFiles or `gotpu download` forever; the error (a
+// context.DeadlineExceeded) lets the caller answer from the cache, as Download does. An answer
+// for a commit revision that names another commit is ErrCorrupt (checkPinned).
 func (c *Client) repoInfo(ctx context.Context, repo Repo) (string, []string, error) {
 	what := repo.describe()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	noAnswer := fmt.Errorf("%w: no answer within %v (HF_HUB_ETAG_TIMEOUT)", errAPITimeout, c.cfg.EtagTimeout)
+	headers := time.AfterFunc(c.cfg.EtagTimeout, func() { cancel(noAnswer) })
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, infoURL(c.cfg.Endpoint, repo), nil)
 	if err != nil {
+		headers.Stop()
 		return "", nil, fmt.Errorf("hub: %s: %w", what, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
+	headers.Stop()
 	if err != nil {
-		return "", nil, fmt.Errorf("hub: listing %s: %w", what, stripURL(err))
+		return "", nil, fmt.Errorf("hub: listing %s: %w", what, c.apiError(ctx, stripURL(err)))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -84,14 +97,40 @@ func (c *Client) repoInfo(ctx context.Context, repo Repo) (string, []string, err
 	if resp.ContentLength > maxAPIResponse {
 		return "", nil, fmt.Errorf("hub: listing %s: answer of %d bytes exceeds the %d-byte limit", what, resp.ContentLength, maxAPIResponse)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponse+1))
+	idle := newIdleTimer(c.cfg.DownloadTimeout, cancel)
+	defer idle.stop()
+	data, err := io.ReadAll(&countingReader{r: io.LimitReader(resp.Body, maxAPIResponse+1), idle: idle})
 	if err != nil {
-		return "", nil, fmt.Errorf("hub: listing %s: %w", what, err)
+		return "", nil, fmt.Errorf("hub: listing %s: %w", what, c.apiError(ctx, err))
 	}
 	if len(data) > maxAPIResponse {
 		return "", nil, fmt.Errorf("hub: listing %s: answer exceeds the %d-byte limit", what, maxAPIResponse)
 	}
-	return parseRepoInfo(data, "listing "+what)
+	commit, files, err := parseRepoInfo(data, "listing "+what)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkPinned(repo, commit, "listing "+what); err != nil {
+		return "", nil, err
+	}
+	return commit, files, nil
+}
+
+// errAPITimeout is the cause given to an API call's context when the Hub sent no answer within
+// Config.EtagTimeout.
+var errAPITimeout = errors.New("hub: the Hub's API did not answer")
+
+// apiError names the timeout that ended an API call, when one did: the error then wraps
+// context.DeadlineExceeded, which sends the caller to the cache (fallbackOK) and tells the
+// service's callers it was the Hub's fault, not theirs.
+func (c *Client) apiError(ctx context.Context, err error) error {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errAPITimeout):
+		return fmt.Errorf("%w (%w)", cause, context.DeadlineExceeded)
+	case errors.Is(cause, errStalled):
+		return fmt.Errorf("%w (%v, HF_HUB_DOWNLOAD_TIMEOUT) (%w)", cause, c.cfg.DownloadTimeout, context.DeadlineExceeded)
+	}
+	return err
 }
 
 // ListFiles returns the commit of repo's revision and its files, in the Hub's order, and
@@ -241,6 +280,9 @@ func (c *Client) FileExists(ctx context.Context, repo Repo, filename string) (bo
 		}
 	}
 	meta, missingAt, err := c.headFile(ctx, repo, filename)
+	if err == nil {
+		err = checkPinned(repo, meta.commit, fmt.Sprintf("%s file %q", repo.describe(), filename))
+	}
 	switch {
 	case err == nil:
 		return true, rc.writeRef(repo.Revision, meta.commit)

@@ -19,6 +19,15 @@ import (
 // lists — are taken from the shared Hugging Face cache, downloading what is missing. The result
 // is the cache's snapshots/<commit> directory, which Load reads like any model directory.
 //
+// A repo's files are sized by whoever published it, so each download is bounded before any byte
+// of it is written (hub.Limits, checked against the size the Hub announces): config.json and
+// generation_config.json by the most the config reader takes (16 MiB), the shard index by the
+// most its reader takes, and the weights — the one file or all the shards together — by what
+// config.json implies (MaxWeightsBytes). A file over its bound is an error naming the repo, the
+// file and the limit that wraps hub.ErrTooLarge. config.json is therefore parsed before the
+// weights are fetched: an architecture Load does not build, or a config it would refuse, is
+// refused here, before the weights are downloaded only to be refused by Load.
+//
 // opts.Hub nil means a client configured from the environment (HF_ENDPOINT, HF_HUB_CACHE,
 // HF_HOME, HF_TOKEN, HF_HUB_OFFLINE), as huggingface_hub reads it.
 func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (string, error) {
@@ -32,27 +41,49 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 	if err != nil {
 		return "", err
 	}
-	cfgPath, err := c.Download(ctx, repo, core.ConfigFile)
+	configs, err := c.WithLimits(hub.Limits{File: core.MaxConfigSize})
+	if err != nil {
+		return "", err
+	}
+	cfgPath, err := configs.Download(ctx, repo, core.ConfigFile)
 	if err != nil {
 		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
 	}
 	dir := filepath.Dir(cfgPath)
-	if _, err := c.Download(ctx, repo, core.GenerationFile); err != nil && !errors.Is(err, hub.ErrEntryNotFound) {
-		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
-	}
 	// From here on the files must come from the commit config.json came from, even if the
 	// branch moves while the shards download.
 	if commit := filepath.Base(dir); hub.IsCommit(commit) {
 		repo.Revision = commit
 	}
-	_, err = c.Download(ctx, repo, core.WeightsFile)
+	cfg, err := ParseConfig(cfgPath)
+	if err != nil {
+		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+	}
+	limit, err := MaxWeightsBytes(cfg)
+	if err != nil {
+		return "", fmt.Errorf("model %s: %s: %w", nameOrPath, core.ConfigFile, err)
+	}
+	if _, err := configs.Download(ctx, repo, core.GenerationFile); err != nil && !errors.Is(err, hub.ErrEntryNotFound) {
+		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+	}
+	// One limited client for all the weight files: its Total counts every file it returns, so
+	// the shards together stay within limit, each checked before its first byte is written.
+	weights, err := c.WithLimits(hub.Limits{File: limit, Total: limit})
+	if err != nil {
+		return "", err
+	}
+	_, err = weights.Download(ctx, repo, core.WeightsFile)
 	if err == nil {
 		return dir, nil
 	}
 	if !errors.Is(err, hub.ErrEntryNotFound) {
-		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
+		return "", weightsError(nameOrPath, core.WeightsFile, limit, err)
 	}
-	indexPath, err := c.Download(ctx, repo, core.WeightsIndex)
+	index, err := c.WithLimits(hub.Limits{File: core.MaxIndexSize})
+	if err != nil {
+		return "", err
+	}
+	indexPath, err := index.Download(ctx, repo, core.WeightsIndex)
 	if errors.Is(err, hub.ErrEntryNotFound) {
 		return "", noSafetensors(ctx, c, repo)
 	}
@@ -64,11 +95,21 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 		return "", err
 	}
 	for _, s := range shards {
-		if _, err := c.Download(ctx, repo, s); err != nil {
-			return "", fmt.Errorf("model %s: shard listed by %s: %w", nameOrPath, core.WeightsIndex, err)
+		if _, err := weights.Download(ctx, repo, s); err != nil {
+			return "", weightsError(nameOrPath, "shard "+s+" listed by "+core.WeightsIndex, limit, err)
 		}
 	}
 	return dir, nil
+}
+
+// weightsError is the error for a weight file (what) of model name that failed to download: one
+// over the bound its config implies names the bound, so that the refusal says why.
+func weightsError(name, what string, limit int64, err error) error {
+	if errors.Is(err, hub.ErrTooLarge) {
+		return fmt.Errorf("model %s: %s: the weights are larger than its config.json implies (at most %d bytes in all, "+
+			"every parameter in float64): %w", name, what, limit, err)
+	}
+	return fmt.Errorf("model %s: %s: %w", name, what, err)
 }
 
 // HubRepo parses a model repo id ("org/name[@revision]"; opts.Revision when it names none) and

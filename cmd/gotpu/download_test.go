@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,5 +326,60 @@ func TestDownloadOffline(t *testing.T) {
 	}
 	if n := s.RequestCount(); n != 0 {
 		t.Errorf("offline runs sent %d requests: %+v", n, s.Requests())
+	}
+}
+
+// TestDownloadHangingHub: gotpu download against a Hub that accepts connections and never
+// answers ends within HF_HUB_ETAG_TIMEOUT with exit 1 naming the repo and the timeout, or, when
+// the cache holds the repo, prints the cached snapshot as huggingface_hub does when the Hub
+// cannot be reached. Before, the listing call had no timeout and the command waited forever.
+func TestDownloadHangingHub(t *testing.T) {
+	s := hubtest.New(t)
+	_, commit := bigRepo(t, s)
+	done := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(done) })
+	cache := filepath.Join(t.TempDir(), "hub")
+	hanging := append(downloadEnv(t, s), "HF_ENDPOINT="+hang.URL, "HF_HUB_ETAG_TIMEOUT=1")
+
+	start := time.Now()
+	_, errOut, code := runGotpu(t, hanging, "download", "org/big", "--cache-dir", cache, "--quiet")
+	elapsed := time.Since(start)
+	if code != 1 || !strings.Contains(errOut, "org/big") || !strings.Contains(errOut, "HF_HUB_ETAG_TIMEOUT") {
+		t.Errorf("hanging Hub, empty cache: exit %d, stderr %q; want 1 naming org/big and HF_HUB_ETAG_TIMEOUT", code, errOut)
+	}
+	if elapsed > 15*time.Second {
+		t.Errorf("gotpu download took %v with a 1 s metadata timeout", elapsed)
+	}
+	t.Logf("hanging Hub: exit %d after %v: %s", code, elapsed.Round(time.Millisecond), strings.TrimSpace(errOut))
+
+	if _, errOut, code := runGotpu(t, downloadEnv(t, s), "download", "org/big", "--cache-dir", cache, "--quiet"); code != 0 {
+		t.Fatalf("online download: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := runGotpu(t, hanging, "download", "org/big", "--cache-dir", cache, "--quiet")
+	if snap := filepath.Join(cache, "models--org--big", "snapshots", commit); code != 0 || strings.TrimSpace(out) != snap {
+		t.Errorf("hanging Hub, cached repo: exit %d, stdout %q, stderr %s; want %s", code, out, errOut, snap)
+	}
+}
+
+// TestDownloadCommitPinMismatch: gotpu download at a commit the Hub answers with another commit
+// fails (exit 1, corrupt data naming both) and records nothing under refs/.
+func TestDownloadCommitPinMismatch(t *testing.T) {
+	s := hubtest.New(t)
+	asked := strings.Repeat("ab", 20)
+	served := s.AddRepo("model", "org/pinned", map[string][]byte{"config.json": []byte(`{"n_layer": 1}`)}, hubtest.RepoOptions{Branch: asked})
+	cache := filepath.Join(t.TempDir(), "hub")
+	_, errOut, code := runGotpu(t, downloadEnv(t, s), "download", "org/pinned@"+asked, "config.json", "--cache-dir", cache, "--quiet")
+	if code != 1 || !strings.Contains(errOut, "corrupt") || !strings.Contains(errOut, served) || !strings.Contains(errOut, asked) {
+		t.Errorf("commit answered for another: exit %d, stderr %q; want 1, corrupt data naming both commits", code, errOut)
+	}
+	if refs, _ := os.ReadDir(filepath.Join(cache, "models--org--pinned", "refs")); len(refs) != 0 {
+		t.Errorf("refs/ written for a commit answered by another: %v", refs)
 	}
 }

@@ -21,9 +21,11 @@
 //     .txt, ...); the default patterns then keep only that format's files.
 //
 // A split's files come pattern by pattern, each pattern's matches sorted by path; a file two
-// patterns of a split match is listed twice, as datasets lists it. The format is inferred from the
-// chosen config's own files (datasets infers it from the first config's and fails at reading time
-// when another config differs).
+// patterns of a split match is listed twice, as datasets lists it, but a pattern the split
+// repeats is resolved once (datasets would read its files once per copy). What a card's patterns
+// may cost is bounded (MaxPatternChecks) and checked before they are matched. The format is
+// inferred from the chosen config's own files (datasets infers it from the first config's and
+// fails at reading time when another config differs).
 //
 // # Errors
 //

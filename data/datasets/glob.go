@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -17,7 +19,8 @@ const maxPatternLen = 4096
 // metadata files (resolve_pattern).
 type globPattern struct {
 	src   string         // the pattern as written (after a leading "./" is dropped)
-	re    *regexp.Regexp // nil when the pattern has no magic: then it names one file
+	re    *regexp.Regexp // nil when the pattern has no magic (it names one file) or is not compiled yet
+	expr  string         // the RE2 translation of a magic pattern, compiled by compile
 	magic bool
 	// need is the longest run of literal characters every match contains: a strings.Contains
 	// test that skips the regexp for most files of a large listing.
@@ -32,10 +35,24 @@ type globPattern struct {
 // hasMagic is glob.has_magic: "*", "?" and "[" make a pattern a glob.
 func hasMagic(p string) bool { return strings.ContainsAny(p, "*?[") }
 
-// compileGlob checks p and translates it. Patterns are relative to the dataset's root (or the
-// config's data_dir): absolute paths, URLs and ".." are refused, since the loader reads only the
-// repository's or the directory's own files.
+// compileGlob checks p, translates it and compiles the translation. Patterns are relative to the
+// dataset's root (or the config's data_dir): absolute paths, URLs and ".." are refused, since the
+// loader reads only the repository's or the directory's own files.
 func compileGlob(p string) (*globPattern, error) {
+	g, err := parseGlob(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.compile(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// parseGlob is compileGlob without compiling the regexp: every check and the translation, so
+// that a pattern that cannot be valid is refused, and what resolving it costs (candidates) is
+// known, before any regexp is built.
+func parseGlob(p string) (*globPattern, error) {
 	if len(p) > maxPatternLen {
 		return nil, fmt.Errorf("pattern of %d bytes exceeds %d", len(p), maxPatternLen)
 	}
@@ -67,13 +84,42 @@ func compileGlob(p string) (*globPattern, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pattern %q: %w", p, err)
 		}
-		re, err := regexp.Compile(expr)
-		if err != nil {
-			return nil, fmt.Errorf("pattern %q: %w", p, err)
-		}
-		g.re, g.need = re, need
+		g.expr, g.need = expr, need
 	}
 	return g, nil
+}
+
+// compile builds the regexp of a magic pattern parsed by parseGlob (once).
+func (g *globPattern) compile() error {
+	if !g.magic || g.re != nil {
+		return nil
+	}
+	re, err := regexp.Compile(g.expr)
+	if err != nil {
+		return fmt.Errorf("pattern %q: %w", g.src, err)
+	}
+	g.re = re
+	return nil
+}
+
+// candidates returns the range [lo, hi) of sorted (a sorted file list) that can match the
+// pattern: the one file a pattern without magic names, else the files that start with the
+// pattern's literal prefix (the text before its first "*", "?" or "["), since the anchored
+// translation matches those characters literally. It costs two binary searches, so that
+// resolving a pattern can be charged what matching it will cost before any matching is done.
+func (g *globPattern) candidates(sorted []string) (lo, hi int) {
+	if !g.magic {
+		name := path.Clean(g.src)
+		i, found := slices.BinarySearch(sorted, name)
+		if !found {
+			return i, i
+		}
+		return i, i + 1
+	}
+	prefix := g.src[:strings.IndexAny(g.src, "*?[")]
+	lo, _ = slices.BinarySearch(sorted, prefix)
+	hi = lo + sort.Search(len(sorted)-lo, func(i int) bool { return !strings.HasPrefix(sorted[lo+i], prefix) })
+	return lo, hi
 }
 
 // match reports whether the relative file path rel is resolved by the pattern: it matches, it is

@@ -98,12 +98,18 @@ func datasetRepo(repo hub.Repo) (hub.Repo, error) {
 }
 
 // hubFile downloads a small metadata file if the listing has it (nil if not), refusing one larger
-// than MaxReadmeBytes before reading it.
+// than MaxReadmeBytes before downloading it: the size the Hub announces is checked first
+// (hub.ErrTooLarge names the file and the limit), and the cached file is checked again before it
+// is read.
 func hubFile(ctx context.Context, c *hub.Client, repo hub.Repo, files []string, name string) ([]byte, error) {
 	if !slices.Contains(files, name) {
 		return nil, nil
 	}
-	p, err := c.Download(ctx, repo, name)
+	limited, err := c.WithLimits(hub.Limits{File: MaxReadmeBytes})
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %s: %w", repo.ID, err)
+	}
+	p, err := limited.Download(ctx, repo, name)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: %s: %w", repo.ID, err)
 	}

@@ -159,7 +159,7 @@ func TestResolveHubErrors(t *testing.T) {
 		repo hub.Repo
 		want string
 	}{
-		{hub.Repo{ID: "org/big-card", Type: hub.DatasetRepo}, "exceeds the 1048576-byte limit"},
+		{hub.Repo{ID: "org/big-card", Type: hub.DatasetRepo}, `file "README.md": the Hub announces 1048597 bytes (X-Linked-Size or Content-Length), over the limit of 1048576 bytes`},
 		{hub.Repo{ID: "org/images", Type: hub.DatasetRepo}, `"imagefolder" builder`},
 		{hub.Repo{ID: "org/yaml", Type: hub.DatasetRepo}, ".huggingface.yaml: YAML metadata"},
 		{hub.Repo{ID: "org/missing", Type: hub.DatasetRepo}, "org/missing"},

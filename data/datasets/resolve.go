@@ -19,7 +19,8 @@ type Resolved struct {
 	Sep string
 	// Splits maps a split to its files (repo-relative for the Hub, absolute for local dirs), in
 	// datasets' order: pattern by pattern as listed, each pattern's matches sorted by path. A file
-	// that two patterns of a split match is listed twice, as datasets lists it.
+	// that two patterns of a split match is listed twice, as datasets lists it; a pattern listed
+	// twice is resolved once, where it first appears.
 	Splits map[string][]string
 }
 
@@ -93,10 +94,14 @@ func resolve(files []string, doc *yamlDoc, config string) (*Resolved, error) {
 			return nil, err
 		}
 	}
+	var budget *patternBudget
+	if fromConfig {
+		budget = &patternBudget{file: doc.docOf("configs").file}
+	}
 	splits := make(map[string][]string, len(patterns))
 	modules := make([]module, len(patterns))
 	for i, sp := range patterns {
-		got, err := resolveSplit(sp, rel)
+		got, err := resolveSplit(sp, rel, budget)
 		if err != nil {
 			return nil, fmt.Errorf("datasets: config %q, split %q: %w", spec.Name, sp.Split, err)
 		}
@@ -155,31 +160,100 @@ func cleanFileList(files []string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
+// MaxPatternChecks bounds the work of resolving one config's data_files: the number of
+// (pattern, file) pairs its patterns are tested on, all splits together. A README is input
+// anyone may write, and it is read whole (up to MaxReadmeBytes): a split listing one glob tens of
+// thousands of times over a repo of thousands of files would list every file once per copy
+// (datasets does), tens of millions of entries. A pattern is charged the files it can match (those
+// that start with its literal prefix; one for a pattern without magic, looked up by binary
+// search) before it is matched, so a README over the limit is refused before the work and the
+// memory are spent. Real configs test a few patterns against a listing once: the limit allows
+// four full passes over a million files.
+const MaxPatternChecks = 1 << 22
+
+// patternBudget counts the pattern checks of the config patterns being resolved; file names the
+// card the patterns come from (README.md or .huggingface.yaml), for the error.
+type patternBudget struct {
+	file string
+	used int64
+}
+
 // resolveSplit resolves a split's patterns in order against the (sorted) files, keeping the
 // files with an extension datasets knows. A pattern without glob characters must find its file;
-// a glob may find nothing.
-func resolveSplit(sp SplitPatterns, files []string) ([]string, error) {
-	var out []string
+// a glob may find nothing. A pattern the split repeats (with or without a leading "./") is
+// resolved once, where it first appears: datasets would list its files again for each copy and
+// so read them twice, which no card means. Files that two different patterns
+// match are listed once per pattern, as datasets lists them. budget, nil for the default patterns
+// (a fixed few), charges the config's patterns (MaxPatternChecks).
+func resolveSplit(sp SplitPatterns, files []string, budget *patternBudget) ([]string, error) {
+	type planned struct {
+		g       *globPattern
+		written string // the pattern as the card wrote it, for errors
+		lo, hi  int
+	}
+	plan := make([]planned, 0, len(sp.Patterns))
+	seen := make(map[string]bool, len(sp.Patterns))
 	for _, p := range sp.Patterns {
-		g, err := compileGlob(p)
+		g, err := parseGlob(p)
 		if err != nil {
 			return nil, err
 		}
+		if seen[g.src] {
+			continue
+		}
+		seen[g.src] = true
+		lo, hi := g.candidates(files)
+		if budget != nil {
+			budget.used += int64(hi-lo) + 1
+			if budget.used > MaxPatternChecks {
+				return nil, fmt.Errorf("%s: data_files: at distinct pattern %d of the split's %d, matching them against the %d files "+
+					"takes more than %d pattern-file checks, gotpu's limit (datasets.MaxPatternChecks) on what a dataset card may ask for; "+
+					"list each file or glob once", budget.file, len(seen), len(sp.Patterns), len(files), MaxPatternChecks)
+			}
+		}
+		plan = append(plan, planned{g, p, lo, hi})
+	}
+	var out []string
+	for _, pl := range plan {
+		if pl.lo < pl.hi {
+			if err := pl.g.compile(); err != nil {
+				return nil, err
+			}
+		}
 		n := 0
-		for _, f := range files {
-			if g.match(f) && allowedDataFile(f) {
+		for _, f := range files[pl.lo:pl.hi] {
+			if pl.g.match(f) && allowedDataFile(f) {
 				out = append(out, f)
 				n++
 			}
 		}
-		if n == 0 && !g.magic {
-			return nil, fmt.Errorf("unable to find %q with a supported data file extension", p)
+		if n == 0 && !pl.g.magic {
+			return nil, fmt.Errorf("unable to find %q with a supported data file extension", pl.written)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no data files match %q", sp.Patterns)
+		return nil, fmt.Errorf("no data files match %s", quoteSome(plan, func(p planned) string { return p.written }))
 	}
 	return out, nil
+}
+
+// quoteSome lists the first few items quoted, and how many more there are: an error names the
+// patterns a card gave without repeating a card's worth of them.
+func quoteSome[T any](items []T, name func(T) string) string {
+	const show = 8
+	var b strings.Builder
+	b.WriteString("[")
+	for i, it := range items[:min(len(items), show)] {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%q", name(it))
+	}
+	if len(items) > show {
+		fmt.Fprintf(&b, " and %d more", len(items)-show)
+	}
+	b.WriteString("]")
+	return b.String()
 }
 
 // commonModule is infer_module_for_data_files: every split must have the same format.

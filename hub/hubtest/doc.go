@@ -15,10 +15,11 @@
 //     X-Repo-Commit), GatedRepo (401 without the accepted "Authorization: Bearer" token).
 //
 // Repos live in memory (AddRepo); commit shas are a deterministic sha1 of the contents. Every
-// request is logged (Requests) with its host, range and Authorization header, so tests can
-// assert what a client sent where. One-shot faults (CutAfter, StallAfter, CorruptNext,
-// ExtraNext, IgnoreRangeNext) break the next download of a file; SlowNext spreads it over a
-// while, so that a test can act while it is under way. File names are not checked:
+// request is logged (Requests) with its host, range, Authorization header and the body bytes
+// written (BytesServed sums them), so tests can assert what a client sent where and how much it
+// was sent. One-shot faults (CutAfter, StallAfter, CorruptNext, ExtraNext, IgnoreRangeNext)
+// break the next download of a file; SlowNext spreads it over a while, so that a test can act
+// while it is under way. File names are not checked:
 // a test may serve "../x" to see a client refuse it.
 //
 // # Errors

@@ -43,6 +43,9 @@ type Request struct {
 	Range         string // the Range header
 	Authorization string // the Authorization header
 	Status        int    // the status answered
+	// Bytes is how many body bytes the handler got written to the connection: what a test
+	// asserts to show that a client stopped (or never started) a download.
+	Bytes int64
 }
 
 // fault breaks the next download of a file.
@@ -137,6 +140,18 @@ func (s *Server) CountRequests(match func(Request) bool) int {
 	return n
 }
 
+// BytesServed is the number of body bytes written by both hosts to the requests logged so far
+// (a request is logged when its handler returns).
+func (s *Server) BytesServed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.log {
+		n += r.Bytes
+	}
+	return n
+}
+
 // ResetRequests empties the request log.
 func (s *Server) ResetRequests() {
 	s.mu.Lock()
@@ -208,6 +223,7 @@ func (s *Server) fail(format string, args ...any) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	bytes  int64
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -221,7 +237,9 @@ func (w *statusRecorder) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
 }
 
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -233,7 +251,7 @@ func (s *Server) logged(host string, h http.Handler) http.Handler {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.log = append(s.log, Request{Host: host, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Range: r.Header.Get("Range"), Authorization: r.Header.Get("Authorization"), Status: rec.status})
+			Range: r.Header.Get("Range"), Authorization: r.Header.Get("Authorization"), Status: rec.status, Bytes: rec.bytes})
 	})
 }
 
@@ -428,11 +446,20 @@ func (s *Server) serveContent(w http.ResponseWriter, r *http.Request, path strin
 	}
 	rc := http.NewResponseController(w)
 	if flt.extra > 0 {
-		body = append(append([]byte(nil), body...), make([]byte, flt.extra)...)
 		w.WriteHeader(status)
 		rc.Flush() // headers out now, without Content-Length: the body is chunked
 		if r.Method == http.MethodGet {
-			w.Write(body)
+			// The body, then the extra zeros in pieces, stopping when the client has gone, so
+			// that BytesServed shows how much a client let through.
+			if _, err := w.Write(body); err != nil {
+				return
+			}
+			zeros := make([]byte, 32<<10)
+			for left := flt.extra; left > 0; left -= len(zeros) {
+				if _, err := w.Write(zeros[:min(left, len(zeros))]); err != nil {
+					return
+				}
+			}
 		}
 		return
 	}

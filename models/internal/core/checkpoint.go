@@ -91,8 +91,9 @@ type ShardIndex struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-// maxIndexBytes bounds model.safetensors.index.json (Llama 3 405B's is ~100 KB).
-const maxIndexBytes = 16 << 20
+// MaxIndexSize bounds model.safetensors.index.json (Llama 3 405B's is ~100 KB); ResolvePretrained
+// downloads none larger.
+const MaxIndexSize = 16 << 20
 
 // ReadShardIndex reads model.safetensors.index.json and returns it with the shard file names it
 // lists, once each, sorted, refusing any that is not a plain file name: an index must never make
@@ -103,10 +104,10 @@ func ReadShardIndex(indexPath string) (idx ShardIndex, shards []string, err erro
 		return idx, nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > maxIndexBytes {
-		return idx, nil, fmt.Errorf("%s: %d bytes, more than the %d an index may have", indexPath, st.Size(), maxIndexBytes)
+	if st, err := f.Stat(); err == nil && st.Size() > MaxIndexSize {
+		return idx, nil, fmt.Errorf("%s: %d bytes, more than the %d an index may have", indexPath, st.Size(), MaxIndexSize)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxIndexBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, MaxIndexSize+1))
 	if err != nil {
 		return idx, nil, err
 	}
