@@ -34,7 +34,10 @@ type chatOut struct {
 // per input line, in order: `{"text": ...}`, or `{"error": ...}` when the template raised (its
 // message exactly) or the line is bad. With --tokenizer the line also has "input_ids" (the text
 // encoded without added special tokens) and "assistant_masks" (1 for tokens in a
-// {% generation %} block; all 0 for templates without one).
+// {% generation %} block; all 0 for templates without one). A line whose render reaches the
+// template's limits gets an error naming the template and the limit; SIGINT or SIGTERM stops a
+// render in progress (chat.Template.Render takes the command's context), and the command exits
+// saying so.
 func runChatTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("chat-template")
 	cfgPath := fs.String("tokenizer_config", "", "tokenizer_config.json holding chat_template (a chat_template.jinja beside it takes precedence)")
@@ -78,6 +81,11 @@ func runChatTemplate(ctx context.Context, args []string, stdout, stderr io.Write
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	opts := chat.RenderOptions{AddGenerationPrompt: *agp, Now: now}
+	// stopped writes out the lines rendered before the context's end, then returns its error.
+	stopped := func(err error) error {
+		out.Flush()
+		return err
+	}
 	for n := 1; ; n++ {
 		line, err := readChatLine(in)
 		if errors.Is(err, io.EOF) && line == nil {
@@ -85,21 +93,21 @@ func runChatTemplate(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		if err != nil && !errors.Is(err, errLineTooLong) && !errors.Is(err, io.EOF) {
 			if ctx.Err() != nil {
-				return err
+				return stopped(err)
 			}
 			return fmt.Errorf("reading stdin: line %d: %w", n, err)
 		}
 		var o chatOut
 		if errors.Is(err, errLineTooLong) {
 			o = chatError(fmt.Sprintf("line %d: %v", n, err))
-		} else {
-			o = chatLine(tm, tok, line, n, opts)
+		} else if o, err = chatLine(ctx, tm, tok, line, n, opts); err != nil {
+			return stopped(err) // no line is written for the render the context's end stopped
 		}
 		if err := enc.Encode(o); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return stopped(ctx.Err())
 		}
 	}
 	return out.Flush()
@@ -142,30 +150,33 @@ func readChatLine(r *bufio.Reader) ([]byte, error) {
 
 func chatError(msg string) chatOut { return chatOut{Error: &msg} }
 
-// chatLine renders one input line.
-func chatLine(tm *chat.Template, tok tokenizer.Tokenizer, line []byte, n int, opts chat.RenderOptions) chatOut {
+// chatLine renders one input line under ctx. Its error is ctx's, once ctx is done; every other
+// failure is the line's output.
+func chatLine(ctx context.Context, tm *chat.Template, tok tokenizer.Tokenizer, line []byte, n int, opts chat.RenderOptions) (chatOut, error) {
 	var in struct {
 		Messages *[]json.RawMessage `json:"messages"`
 	}
 	if err := json.Unmarshal(line, &in); err != nil {
-		return chatError(fmt.Sprintf("line %d: %v", n, err))
+		return chatError(fmt.Sprintf("line %d: %v", n, err)), nil
 	}
 	if in.Messages == nil {
-		return chatError(fmt.Sprintf("line %d: no \"messages\" list", n))
+		return chatError(fmt.Sprintf("line %d: no \"messages\" list", n)), nil
 	}
-	r, err := tm.Render(*in.Messages, opts)
+	r, err := tm.Render(ctx, *in.Messages, opts)
 	var raised *chat.RaiseError
-	if errors.As(err, &raised) {
-		return chatError(raised.Message)
-	}
-	if err != nil {
-		return chatError(fmt.Sprintf("line %d: %v", n, err))
+	switch {
+	case errors.As(err, &raised):
+		return chatError(raised.Message), nil
+	case err != nil && ctx.Err() != nil:
+		return chatOut{}, fmt.Errorf("line %d: %w", n, err)
+	case err != nil:
+		return chatError(fmt.Sprintf("line %d: %v", n, err)), nil
 	}
 	o := chatOut{Text: &r.Text}
 	if tok != nil {
 		e, err := tok.Encode(r.Text, false)
 		if err != nil {
-			return chatError(fmt.Sprintf("line %d: tokenizing: %v", n, err))
+			return chatError(fmt.Sprintf("line %d: tokenizing: %v", n, err)), nil
 		}
 		offs := make([][2]int, len(e.ByteOffsets))
 		for i, b := range e.ByteOffsets {
@@ -177,5 +188,5 @@ func chatLine(tm *chat.Template, tok tokenizer.Tokenizer, line []byte, n int, op
 			o.InputIDs, o.AssistantMasks = []uint32{}, []int{}
 		}
 	}
-	return o
+	return o, nil
 }

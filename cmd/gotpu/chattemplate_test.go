@@ -3,11 +3,15 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // chatExpected is the part of a testdata/chat/expected record the CLI reproduces.
@@ -163,4 +167,80 @@ func TestChatTemplateCLIBadLines(t *testing.T) {
 	if _, errOut, code := runGotpuStdin(t, "", "chat-template", "--tokenizer_config", cfg, "--template", "tool_use"); code != 1 || !strings.Contains(errOut, "tool_use") {
 		t.Errorf("unknown template: exit %d: %s", code, errOut)
 	}
+}
+
+// doublingChatConfig writes a tokenizer_config.json whose template, for a conversation whose
+// first message is "slow", builds two equal values of 2^40 leaves apart by doubling
+// ({% set x = [x, x] %}: a few hundred steps) and compares them: about a second to the render's
+// MaxSteps now, hours before (issue 38, finding 2). Other conversations render at once.
+func doublingChatConfig(t *testing.T) string {
+	t.Helper()
+	d := func(name string) string {
+		return "{% set ns = namespace(v=[1]) %}{% for i in range(40) %}{% set x = ns.v %}{% set ns.v = [x, x] %}{% endfor %}{% set " + name + " = ns.v %}"
+	}
+	src := "{% if messages[0].content == 'slow' %}" + d("x") + d("y") + "{{ x == y }}{% endif %}{{ messages[0].content }}"
+	b, err := json.Marshal(map[string]string{"chat_template": src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "tokenizer_config.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestChatTemplateDoublingLimit: the doubling line ends with an error line naming the template
+// and the limit, and the lines around it render; the command exits 0. The old command walked the
+// value for hours.
+func TestChatTemplateDoublingLimit(t *testing.T) {
+	cfg := doublingChatConfig(t)
+	in := `{"messages": [{"role": "user", "content": "fast"}]}` + "\n" + `{"messages": [{"role": "user", "content": "slow"}]}` + "\n" +
+		`{"messages": [{"role": "user", "content": "after"}]}` + "\n"
+	out, errOut, code := runGotpuStdin(t, in, "chat-template", "--tokenizer_config", cfg)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 3 || lines[0] != `{"text":"fast"}` || lines[2] != `{"text":"after"}` ||
+		!strings.HasPrefix(lines[1], `{"error":"line 2: chat template `+cfg+` (chat_template): jinja: render exceeds MaxSteps`) {
+		t.Fatalf("exit %d, stderr %s, output:\n%s", code, errOut, out)
+	}
+	t.Log(lines[1])
+}
+
+// TestChatTemplateStopsOnSignal: SIGINT during the doubling line's render stops the command
+// promptly: it says so, exits 130, and the lines rendered before are written. The old command
+// kept walking the value after the first SIGINT (its render ignored the context).
+func TestChatTemplateStopsOnSignal(t *testing.T) {
+	cfg := doublingChatConfig(t)
+	cmd := exec.Command(gotpuBin, "chat-template", "--tokenizer_config", cfg)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout lockedBuffer
+	cmd.Stdout = &stdout
+	p := start(t, cmd)
+	// A first line longer than a pipe's buffer: its write returns once gotpu has read most of
+	// it, so gotpu is running with its signal handling in place.
+	first := `{"messages": [{"role": "user", "content": "fast"}], "pad": "` + strings.Repeat(" ", 1<<20) + `"}` + "\n"
+	if _, err := io.WriteString(stdin, first+`{"messages": [{"role": "user", "content": "slow"}]}`+"\n"); err != nil {
+		t.Fatalf("writing stdin: %v; stderr:\n%s", err, p.stderr)
+	}
+	// Give gotpu the time to start the slow render (it takes about a second to reach its
+	// limit; the old one never ended). Should the signal come before or after the render, the
+	// command still stops at its next read of stdin, which is left open.
+	time.Sleep(200 * time.Millisecond)
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t); code != 130 {
+		t.Fatalf("exit status %d, want 130; stderr:\n%s", code, p.stderr)
+	}
+	stdin.Close()
+	for _, want := range []string{"gotpu: SIGINT received: stopping", "gotpu chat-template: stopped by SIGINT"} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, p.stderr)
+		}
+	}
+	if !strings.HasPrefix(stdout.String(), `{"text":"fast"}`+"\n") {
+		t.Errorf("stdout %q: the line rendered before the signal is lost", stdout.String())
+	}
+	t.Logf("stderr: %s; stdout: %q", strings.TrimSpace(p.stderr.String()), stdout.String())
 }

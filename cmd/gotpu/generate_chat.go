@@ -134,7 +134,7 @@ func prepareChat(ctx context.Context, c chatFlags, prompt, modelArg, dir, revisi
 		return fail(err)
 	}
 	cp.template = tm.Name()
-	r, err := tm.Render(msgs, chat.RenderOptions{AddGenerationPrompt: true})
+	r, err := tm.Render(ctx, msgs, chat.RenderOptions{AddGenerationPrompt: true})
 	var raised *chat.RaiseError
 	switch {
 	case errors.As(err, &raised):
@@ -156,7 +156,9 @@ func prepareChat(ctx context.Context, c chatFlags, prompt, modelArg, dir, revisi
 	for i, id := range e.IDs {
 		cp.ids[i] = int(id)
 	}
-	cp.stops = tm.StopTokens(tok)
+	if cp.stops, err = tm.StopTokens(ctx, tok); err != nil {
+		return fail(err)
+	}
 	return cp, nil
 }
 

@@ -123,7 +123,7 @@ func TestConformance(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s: not in the corpus", what)
 				}
-				r, err := tm.Render(c.Messages, RenderOptions{AddGenerationPrompt: e.AGP, Now: fixedNow})
+				r, err := tm.Render(t.Context(), c.Messages, RenderOptions{AddGenerationPrompt: e.AGP, Now: fixedNow})
 				if e.Error != nil {
 					var re *RaiseError
 					if e.Error.Kind != "raise_exception" || !errors.As(err, &re) || re.Message != e.Error.Message {
@@ -221,7 +221,7 @@ func TestLoadTemplate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := tm.Render(one, RenderOptions{})
+		r, err := tm.Render(t.Context(), one, RenderOptions{})
 		if err != nil || r.Text != tc.want || tm.HasGeneration() {
 			t.Errorf("template %q: %q, %v; want %q", tc.name, r.Text, err, tc.want)
 		}
@@ -237,7 +237,7 @@ func TestLoadTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := tm.Render(one, RenderOptions{}); err != nil || r.Text != "from file user" {
+	if r, err := tm.Render(t.Context(), one, RenderOptions{}); err != nil || r.Text != "from file user" {
 		t.Errorf("chat_template.jinja: %q, %v", r.Text, err)
 	}
 	if _, err := LoadTemplate(cfg, "tool_use"); err == nil || !strings.Contains(err.Error(), "chat_template.jinja") {
@@ -296,8 +296,8 @@ func TestTemplateLoadsJinjaFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range convs {
-			a, errA := fromFile.Render(c.Messages, RenderOptions{Now: fixedNow})
-			b, errB := fromCfg.Render(c.Messages, RenderOptions{Now: fixedNow})
+			a, errA := fromFile.Render(t.Context(), c.Messages, RenderOptions{Now: fixedNow})
+			b, errB := fromCfg.Render(t.Context(), c.Messages, RenderOptions{Now: fixedNow})
 			if fmt.Sprint(errA) != strings.ReplaceAll(fmt.Sprint(errB), fromCfg.Name(), fromFile.Name()) || a.Text != b.Text || !slices.Equal(a.Generation, b.Generation) {
 				t.Errorf("%s %s: from file %q %v, from config %q %v", fam, c.ID, a.Text, errA, b.Text, errB)
 			}
@@ -317,29 +317,29 @@ func TestRenderBadInput(t *testing.T) {
 	if !tm.HasGeneration() {
 		t.Fatal("HasGeneration false")
 	}
-	_, err = tm.Render(msgs(`{"role": "user", "content": "a"}`, `{"content": "b"}`), RenderOptions{})
+	_, err = tm.Render(t.Context(), msgs(`{"role": "user", "content": "a"}`, `{"content": "b"}`), RenderOptions{})
 	if err == nil || !strings.Contains(err.Error(), "message 1") || !strings.Contains(err.Error(), "role") {
 		t.Errorf("no role: %v", err)
 	}
-	if _, err = tm.Render(msgs(`["role"]`), RenderOptions{}); err == nil || !strings.Contains(err.Error(), "message 0") {
+	if _, err = tm.Render(t.Context(), msgs(`["role"]`), RenderOptions{}); err == nil || !strings.Contains(err.Error(), "message 0") {
 		t.Errorf("not an object: %v", err)
 	}
 	// Private-use code points are ordinary text (generation spans are tracked by the engine).
-	if r, err := tm.Render(msgs(`{"role": "user", "content": "x"}`, `{"role": "user", "content": "a\ue000\uE001"}`), RenderOptions{}); err != nil || !strings.HasPrefix(r.Text, "xa\ue000\ue001|") || !slices.Equal(r.Generation, [][2]int{{1, 8}}) {
+	if r, err := tm.Render(t.Context(), msgs(`{"role": "user", "content": "x"}`, `{"role": "user", "content": "a\ue000\uE001"}`), RenderOptions{}); err != nil || !strings.HasPrefix(r.Text, "xa\ue000\ue001|") || !slices.Equal(r.Generation, [][2]int{{1, 8}}) {
 		t.Errorf("private-use code points: %q %v %v", r.Text, r.Generation, err)
 	}
-	if r, err := mustParse(t, "\ue000{{ 1 }}").Render(nil, RenderOptions{}); err != nil || r.Text != "\ue0001" {
+	if r, err := mustParse(t, "\ue000{{ 1 }}").Render(t.Context(), nil, RenderOptions{}); err != nil || r.Text != "\ue0001" {
 		t.Errorf("private-use code point in the template: %q %v", r.Text, err)
 	}
-	if _, err = tm.Render(nil, RenderOptions{Extra: map[string]json.RawMessage{"messages": json.RawMessage(`[]`)}}); err == nil || !strings.Contains(err.Error(), `"messages"`) {
+	if _, err = tm.Render(t.Context(), nil, RenderOptions{Extra: map[string]json.RawMessage{"messages": json.RawMessage(`[]`)}}); err == nil || !strings.Contains(err.Error(), `"messages"`) {
 		t.Errorf("reserved extra: %v", err)
 	}
-	_, err = tm.Render(msgs(`{"role": "bad"}`), RenderOptions{})
+	_, err = tm.Render(t.Context(), msgs(`{"role": "bad"}`), RenderOptions{})
 	var re *RaiseError
 	if !errors.As(err, &re) || re.Message != "no bad" || re.Template != "t.jinja" {
 		t.Errorf("raise: %v", err)
 	}
-	r, err := tm.Render(msgs(`{"role": "user", "content": "é"}`, `{"role": "assistant", "content": "ok"}`), RenderOptions{
+	r, err := tm.Render(t.Context(), msgs(`{"role": "user", "content": "é"}`, `{"role": "assistant", "content": "ok"}`), RenderOptions{
 		Now: fixedNow, Extra: map[string]json.RawMessage{"x": json.RawMessage(`7`)}, Tools: msgs(`{"name": "f"}`)})
 	// AssistantTracker records a block only once something was output before it (its
 	// is_active() is false while nothing was yielded), so the first block, at offset 0, has no
@@ -353,7 +353,7 @@ func TestRenderBadInput(t *testing.T) {
 	big := make([]json.RawMessage, 2)
 	big[0] = json.RawMessage(`{"role": "user", "content": "` + strings.Repeat("a", MaxInputBytes) + `"}`)
 	big[1] = big[0]
-	if _, err := tm.Render(big, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "limit") {
+	if _, err := tm.Render(t.Context(), big, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("oversized input: %v", err)
 	}
 }
@@ -372,7 +372,7 @@ func FuzzParseRender(f *testing.F) {
 		if err != nil {
 			return
 		}
-		r, err := tm.Render([]json.RawMessage{json.RawMessage(msg)}, RenderOptions{AddGenerationPrompt: true, Now: fixedNow})
+		r, err := tm.Render(t.Context(), []json.RawMessage{json.RawMessage(msg)}, RenderOptions{AddGenerationPrompt: true, Now: fixedNow})
 		if err != nil {
 			return
 		}
@@ -400,11 +400,11 @@ func mustParse(t *testing.T, src string) *Template {
 func TestBoundedAllocation(t *testing.T) {
 	msgs := []json.RawMessage{json.RawMessage(`{"role":"user","content":"hi"}`)}
 	tm := mustParse(t, "{% for i in range(1000000000) %}x{% endfor %}")
-	if _, err := tm.Render(msgs, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).") {
+	if _, err := tm.Render(t.Context(), msgs, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).") {
 		t.Errorf("range(10**9): %v", err)
 	}
 	tm = mustParse(t, "{{ range(2, 11, 3) | join(',') }}|{{ range(5, 0, -2) | join(',') }}|{{ range(100000) | length }}|{{ 'ab' * 3 }}|{{ [1] * 2 }}|{{ 2 ** 40 }}")
-	if r, err := tm.Render(msgs, RenderOptions{}); err != nil || r.Text != "2,5,8|5,3,1|100000|ababab|[1, 1]|1099511627776" {
+	if r, err := tm.Render(t.Context(), msgs, RenderOptions{}); err != nil || r.Text != "2,5,8|5,3,1|100000|ababab|[1, 1]|1099511627776" {
 		t.Errorf("ranges and products: %q %v", r.Text, err)
 	}
 	for _, c := range []struct{ src, limit string }{
@@ -415,7 +415,7 @@ func TestBoundedAllocation(t *testing.T) {
 		{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "MaxDepth"},
 	} {
 		start := time.Now()
-		_, err := mustParse(t, c.src).Render(msgs, RenderOptions{})
+		_, err := mustParse(t, c.src).Render(t.Context(), msgs, RenderOptions{})
 		var le *jinja.LimitError
 		if !errors.As(err, &le) || le.Limit != c.limit {
 			t.Errorf("%s: %v, want the %s limit", c.src, err, c.limit)

@@ -74,7 +74,7 @@ func TestHidden(t *testing.T) {
 			}
 			tms[e.Family] = tm
 		}
-		r, err := tm.Render(c.Messages, RenderOptions{AddGenerationPrompt: e.AGP, Now: fixedNow, Tools: c.Tools, Extra: c.Extra})
+		r, err := tm.Render(t.Context(), c.Messages, RenderOptions{AddGenerationPrompt: e.AGP, Now: fixedNow, Tools: c.Tools, Extra: c.Extra})
 		if e.Error != nil {
 			var re *RaiseError
 			switch e.Error.Kind {

@@ -57,8 +57,11 @@ func renderLimits(size int) jinja.Limits {
 
 // Render renders messages (each a JSON object with at least "role") as transformers'
 // apply_chat_template(messages, tokenize=False) does. A raise_exception of the template is a
-// *RaiseError; a template that exceeds the render limits is a *jinja.LimitError (wrapped).
-func (t *Template) Render(messages []json.RawMessage, opts RenderOptions) (Rendered, error) {
+// *RaiseError; a template that exceeds the render limits is a *jinja.LimitError (wrapped). The
+// render stops with ctx's error (wrapped) soon after ctx is done: a template is input, and one
+// can take seconds to reach its limits, which a request whose client has gone, or a command
+// interrupted, must not wait for.
+func (t *Template) Render(ctx context.Context, messages []json.RawMessage, opts RenderOptions) (Rendered, error) {
 	size := 0
 	for _, m := range messages {
 		size += len(m)
@@ -140,7 +143,12 @@ func (t *Template) Render(messages []json.RawMessage, opts RenderOptions) (Rende
 	vals["raise_exception"] = jinja.Func("raise_exception", func(c *jinja.Call) (jinja.Value, error) {
 		msg := ""
 		if len(c.Args) > 0 {
-			msg = c.Args[0].String()
+			// str() of the message under the render's limits: a value the template built
+			// can be a DAG whose text is exponentially long
+			var err error
+			if msg, err = c.Str(c.Args[0]); err != nil {
+				return jinja.None(), err
+			}
 		}
 		return jinja.None(), &RaiseError{Template: t.name, Message: msg}
 	})
@@ -154,11 +162,19 @@ func (t *Template) Render(messages []json.RawMessage, opts RenderOptions) (Rende
 			return jinja.None(), errors.New("strftime_now takes one format string")
 		}
 		s, _ := f.AsString()
+		// The text is at most strftimeGrowth times the format's length: charged before it is
+		// made, since a template can pass a format as long as its byte limit.
+		if err := c.Alloc(strftimeGrowth * int64(len(s))); err != nil {
+			return jinja.None(), err
+		}
 		return jinja.String(strftime(now, s)), nil
 	})
 	vals["range"] = jinja.Func("range", sandboxRange)
 
-	res, err := t.tmpl.Render(context.Background(), vals, renderLimits(size))
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	res, err := t.tmpl.Render(ctx, vals, renderLimits(size))
 	if err != nil {
 		var raised *RaiseError
 		if errors.As(err, &raised) {

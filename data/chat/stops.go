@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -42,24 +43,31 @@ const turnEndProbe = "gotpu turn end probe"
 // A template that ends turns with plain text adds no end-of-turn token, and one that refuses
 // the probe (a raise_exception on its shape) only the eos rule: the reply then runs to the
 // model's eos or the token budget.
-func (t *Template) StopTokens(tok StopTokenizer) []int {
+//
+// The probe is rendered under ctx: the only error is ctx's, once it is done (a template that
+// fails on the probe, by raise_exception or a limit, just adds no end-of-turn token).
+func (t *Template) StopTokens(ctx context.Context, tok StopTokenizer) ([]int, error) {
 	var stops []int
 	if eos, ok := t.SpecialToken("eos_token"); ok {
 		if id, ok := tok.TokenToID(eos); ok {
 			stops = append(stops, int(id))
 		}
 	}
-	if id, ok := t.turnEndToken(tok); ok && !slices.Contains(stops, id) {
+	id, ok := t.turnEndToken(ctx, tok)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if ok && !slices.Contains(stops, id) {
 		stops = append(stops, id)
 	}
-	return stops
+	return stops, nil
 }
 
 // turnEndToken renders [user, assistant(probe)] and returns the first special token after the
 // probe, skipping tokens that decode to whitespace only; false when the template refuses the
 // probe or writes text first.
-func (t *Template) turnEndToken(tok StopTokenizer) (int, bool) {
-	r, err := t.Render([]json.RawMessage{TextMessage("user", "Hello"), TextMessage("assistant", turnEndProbe)}, RenderOptions{})
+func (t *Template) turnEndToken(ctx context.Context, tok StopTokenizer) (int, bool) {
+	r, err := t.Render(ctx, []json.RawMessage{TextMessage("user", "Hello"), TextMessage("assistant", turnEndProbe)}, RenderOptions{})
 	if err != nil {
 		return 0, false
 	}

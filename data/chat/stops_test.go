@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -49,9 +50,15 @@ func TestStopTokens(t *testing.T) {
 		// Turns end with text: no stop token beyond the model's own.
 		{"text turn end", mustParseWith(t, "{% for m in messages %}{{ m.role }}: {{ m.content }}\nEND\n{% endfor %}", nil), qwen, nil},
 	} {
-		if got := c.tm.StopTokens(c.tok); !slices.Equal(got, c.want) {
-			t.Errorf("%s: StopTokens = %v, want %v", c.name, got, c.want)
+		if got, err := c.tm.StopTokens(t.Context(), c.tok); err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: StopTokens = %v, %v; want %v", c.name, got, err, c.want)
 		}
+	}
+	// A context already done: its error, not a set of stops missing the template's.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if got, err := load("qwen3").StopTokens(ctx, qwen); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: StopTokens = %v, %v; want context.Canceled", got, err)
 	}
 }
 
@@ -99,7 +106,7 @@ func TestParseFileAndSpecialTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := tm.Render([]json.RawMessage{TextMessage("user", "hi")}, RenderOptions{})
+	r, err := tm.Render(t.Context(), []json.RawMessage{TextMessage("user", "hi")}, RenderOptions{})
 	if err != nil || r.Text != "hi<|im_end|>" {
 		t.Fatalf("render %q, %v", r.Text, err)
 	}

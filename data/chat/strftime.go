@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// strftimeGrowth bounds how many times longer strftime's text is than its format: a directive
+// of two bytes makes at most nine ("%A": Wednesday, "%B": September).
+const strftimeGrowth = 5
+
 // strftime formats t like Python's time.strftime in the C locale, for the directives chat
 // templates use; other directives are copied as they are.
 func strftime(t time.Time, f string) string {

@@ -54,7 +54,8 @@ const maxTokens = math.MaxInt32 / 2
 // Prepare turns rows into training examples as TRL's SFTTrainer._prepare_dataset does (see the
 // package documentation). tmpl renders conversational rows and may be nil when there are none;
 // cfg.EOSToken must be set (the tokenizer's, when the user gave none) for non-conversational
-// data. Errors name the row and field; the context is checked between rows.
+// data. Errors name the row and field; the context is checked between rows, and stops a
+// template's render too.
 func Prepare(ctx context.Context, rows iter.Seq2[Row, error], tok Tokenizer, tmpl *chat.Template, cfg Config) ([]data.Example, Stats, error) {
 	var st Stats
 	if err := cfg.Validate(); err != nil {
@@ -97,7 +98,7 @@ func Prepare(ctx context.Context, rows iter.Seq2[Row, error], tok Tokenizer, tmp
 			eosChecked = true
 		}
 		st.Examples++
-		ex, err := tokenizeRow(tok, tmpl, cfg, p, completionOnly, &st, row)
+		ex, err := tokenizeRow(ctx, tok, tmpl, cfg, p, completionOnly, &st, row)
 		if err != nil {
 			return nil, st, fmt.Errorf("%s: %w", row.where(), err)
 		}
@@ -157,8 +158,9 @@ func checkEOS(tok Tokenizer, eos string) error {
 	return nil
 }
 
-// tokenizeRow is TRL's add_eos, tokenize_fn and build_labels for one row.
-func tokenizeRow(tok Tokenizer, tmpl *chat.Template, cfg Config, p parsed, completionOnly bool, st *Stats, row Row) (data.Example, error) {
+// tokenizeRow is TRL's add_eos, tokenize_fn and build_labels for one row; its templates render
+// under ctx.
+func tokenizeRow(ctx context.Context, tok Tokenizer, tmpl *chat.Template, cfg Config, p parsed, completionOnly bool, st *Stats, row Row) (data.Example, error) {
 	opts := chat.RenderOptions{Tools: p.tools, Extra: p.kwargs}
 	var ids []int32
 	var assistant []int // assistant_masks, when assistant_only_loss
@@ -177,7 +179,7 @@ func tokenizeRow(tok Tokenizer, tmpl *chat.Template, cfg Config, p parsed, compl
 		}
 		ids = e
 	case Messages:
-		r, err := tmpl.Render(p.messages, opts)
+		r, err := tmpl.Render(ctx, p.messages, opts)
 		if err != nil {
 			return data.Example{}, fmt.Errorf("field \"messages\": %w", err)
 		}
@@ -203,7 +205,7 @@ func tokenizeRow(tok Tokenizer, tmpl *chat.Template, cfg Config, p parsed, compl
 		promptLen = len(prompt)
 		checkPrefix(prompt, ids, st, row)
 	case ConversationalPromptCompletion:
-		pr, err := tmpl.Render(p.messages, chat.RenderOptions{AddGenerationPrompt: true, Tools: p.tools, Extra: p.kwargs})
+		pr, err := tmpl.Render(ctx, p.messages, chat.RenderOptions{AddGenerationPrompt: true, Tools: p.tools, Extra: p.kwargs})
 		if err != nil {
 			return data.Example{}, fmt.Errorf("field \"prompt\": %w", err)
 		}
@@ -212,7 +214,7 @@ func tokenizeRow(tok Tokenizer, tmpl *chat.Template, cfg Config, p parsed, compl
 			return data.Example{}, err
 		}
 		all := append(slices.Clip(p.messages), p.completionMessages...)
-		r, err := tmpl.Render(all, opts)
+		r, err := tmpl.Render(ctx, all, opts)
 		if err != nil {
 			return data.Example{}, fmt.Errorf("fields \"prompt\" + \"completion\": %w", err)
 		}

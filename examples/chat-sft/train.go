@@ -199,7 +199,7 @@ func reply(ctx context.Context, rt *xla.Runtime, m models.Model, tok *tokenizer.
 		}
 		raw[i] = b
 	}
-	r, err := tmpl.Render(raw, chat.RenderOptions{AddGenerationPrompt: true})
+	r, err := tmpl.Render(ctx, raw, chat.RenderOptions{AddGenerationPrompt: true})
 	if err != nil {
 		return "", err
 	}
@@ -214,7 +214,11 @@ func reply(ctx context.Context, rt *xla.Runtime, m models.Model, tok *tokenizer.
 	// The template's stop tokens (<|im_end|> for Qwen3), in the compact vocabulary.
 	opts := models.DefaultGenerateOptions()
 	opts.MaxNewTokens = 64
-	for _, id := range tmpl.StopTokens(tok) {
+	stops, err := tmpl.StopTokens(ctx, tok)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range stops {
 		opts.EOSTokenIDs = append(opts.EOSTokenIDs, int(vm.Apply([]uint32{uint32(id)})[0]))
 	}
 	if len(opts.EOSTokenIDs) == 0 {

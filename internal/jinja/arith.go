@@ -89,6 +89,14 @@ func (r *renderer) repeat(v Value, n int64) (Value, error) {
 	if n < 0 {
 		n = 0
 	}
+	if v.k == KindString && (v.s == "" || n == 0) {
+		return String(""), nil
+	}
+	if v.isSeq() && (len(v.list()) == 0 || n == 0) {
+		// nothing to repeat: at once, however large n is (a loop appending nothing 10**18
+		// times would outlast any deadline)
+		return Value{k: v.k, p: &listObj{items: []Value{}}}, nil
+	}
 	if v.k == KindString {
 		if err := r.bud.allocMul(n, int64(len(v.s))); err != nil {
 			return Value{}, err

@@ -42,13 +42,18 @@
 // to MaxParseDepth, so no source exhausts the stack. A render is bounded by Limits: the output
 // (MaxOutputBytes), the bytes of strings and lists built (MaxBytes, charged before allocating:
 // 'x' * 10**12 fails without allocating), the steps executed (MaxSteps: statements,
-// expressions, loop iterations, calls) and the depth of macro, caller and recursive-loop calls
-// (MaxDepth); its context is checked every few thousand steps. The defaults (64 MiB, 256 MiB,
-// 50 million steps, depth 100) leave chat templates orders of magnitude of headroom (they take
-// about a hundred steps per message: 3,000 for Qwen3 on 25 messages, in about 120 µs; their
-// macros nest a few levels), while a hostile template stops within about two seconds. Memory
-// allocated by a render stays within about twice MaxBytes plus twice MaxOutputBytes (a string
-// is built, then copied once), plus the values' own small overhead.
+// expressions, loop iterations, calls, and every value a walk of a value visits: printing,
+// comparing, sorting and hashing a value shared many times over, a DAG such as [x, x] doubled,
+// stop at the limit instead of visiting every path) and the depth of macro, caller and
+// recursive-loop calls (MaxDepth); its context is checked every few thousand steps, walks
+// included. What a filter or method makes (split pieces, case mappings, padding, ...) is
+// charged before it is allocated; a value shown in an error message is cut after 64 KiB. The
+// defaults (64 MiB, 256 MiB, 50 million steps, depth 100) leave chat templates orders of
+// magnitude of headroom (they take about a hundred steps per message: 3,000 for Qwen3 on 25
+// messages, in about 120 µs; their macros nest a few levels), while a hostile template stops
+// within about two seconds. Memory allocated by a render stays within about twice MaxBytes plus
+// twice MaxOutputBytes (a string is built, then copied once), plus the values' own small
+// overhead.
 //
 // # Errors
 //

@@ -62,11 +62,11 @@ func cpSpansToBytes(text string, spans [][2]int) [][2]int {
 	}
 	slices.Sort(cps)
 	cps = slices.Compact(cps)
-	bytesAt := make(map[int]int, len(cps))
+	bytesAt := make([]int, len(cps)) // bytesAt[k] is the byte offset of code point cps[k]
 	k, cp := 0, 0
 	for b := range text {
 		for k < len(cps) && cps[k] <= cp {
-			bytesAt[cps[k]] = b
+			bytesAt[k] = b
 			k++
 		}
 		if k == len(cps) {
@@ -75,14 +75,22 @@ func cpSpansToBytes(text string, spans [][2]int) [][2]int {
 		cp++
 	}
 	for ; k < len(cps); k++ {
-		bytesAt[cps[k]] = len(text)
+		bytesAt[k] = len(text)
+	}
+	at := func(cp int) int {
+		i, _ := slices.BinarySearch(cps, cp)
+		return bytesAt[i]
 	}
 	out := make([][2]int, len(spans))
 	for i, s := range spans {
-		out[i] = [2]int{bytesAt[s[0]], bytesAt[s[1]]}
+		out[i] = [2]int{at(s[0]), at(s[1])}
 	}
 	return out
 }
+
+// spanCharge is what one generation span costs against MaxBytes: the span, then the code
+// points, byte offsets and spans cpSpansToBytes makes of it.
+const spanCharge = 5 * 16
 
 type renderer struct {
 	bud        budget
@@ -283,11 +291,11 @@ func (r *renderer) runLoop(n *forNode, it Value, depth int) error {
 				return err
 			}
 			if c.Truth() {
+				if err := r.bud.alloc(2 * valueSize); err != nil { // the item, and room to grow
+					return err
+				}
 				kept = append(kept, x)
 			}
-		}
-		if err := r.bud.allocMul(int64(len(kept)), valueSize); err != nil {
-			return err
 		}
 		items = kept
 	}
@@ -364,7 +372,7 @@ func (r *renderer) assign(t target, v Value, line int) error {
 		if ns.k != KindNamespace {
 			return &Error{Line: line, Type: "TemplateRuntimeError", Msg: "cannot assign attribute on non-namespace object", Python: true}
 		}
-		return ns.p.(*namespace).d.Set(String(t.attr), v)
+		return ns.p.(*namespace).d.set(&r.bud, String(t.attr), v)
 	}
 	r.scope.set(t.name, v)
 	return nil
@@ -436,6 +444,11 @@ func (n *generationNode) exec(r *renderer) error {
 		return err
 	}
 	if r.rootYields || len(r.gen) > 0 {
+		// A span is 16 bytes, and Render converts it to byte offsets through a few more: a
+		// template can close a block in every step of a loop.
+		if err := r.bud.alloc(spanCharge); err != nil {
+			return err
+		}
 		start := r.rootRunes
 		r.gen = append(r.gen, [2]int{start, start + utf8.RuneCountInString(s)})
 	}

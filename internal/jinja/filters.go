@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // filterFunc is a filter: the value, then the filter's arguments.
@@ -16,17 +17,17 @@ var filters map[string]filterFunc
 
 func init() {
 	filters = map[string]filterFunc{
-		"abs": fAbs, "attr": fAttr, "batch": fBatch, "capitalize": strFilter(pyCapitalize),
+		"abs": fAbs, "attr": fAttr, "batch": fBatch, "capitalize": strFilter(pyCapitalize, nil),
 		"center": fCenter, "count": fLength, "d": fDefault, "default": fDefault, "dictsort": fDictsort,
 		"e": fEscape, "escape": fEscape, "first": fFirst, "float": fFloat, "forceescape": fEscape,
 		"format": fFormat, "groupby": fGroupby, "indent": fIndent, "int": fInt, "items": fItems,
-		"join": fJoin, "last": fLast, "length": fLength, "list": fList, "lower": strFilter(pyLower),
+		"join": fJoin, "last": fLast, "length": fLength, "list": fList, "lower": strFilter(pyLower, strings.ToLower),
 		"map": fMap, "max": fMinMax(true), "min": fMinMax(false), "reject": fSelect(false, false),
 		"rejectattr": fSelect(false, true), "replace": fReplace, "reverse": fReverse, "round": fRound,
 		"safe": fSafe, "select": fSelect(true, false), "selectattr": fSelect(true, true), "slice": fSlice,
 		"sort": fSort, "string": fString, "striptags": fStriptags, "sum": fSum,
-		"title": strFilter(jinjaTitle), "tojson": fTojson, "trim": fTrim, "truncate": fTruncate,
-		"unique": fUnique, "upper": strFilter(pyUpper), "wordcount": fWordcount,
+		"title": strFilter(jinjaTitle, nil), "tojson": fTojson, "trim": fTrim, "truncate": fTruncate,
+		"unique": fUnique, "upper": strFilter(pyUpper, strings.ToUpper), "wordcount": fWordcount,
 	}
 }
 
@@ -36,34 +37,16 @@ func genList(items []Value, name string) Value {
 	return Value{k: KindList, p: &listObj{items: items, gen: name}}
 }
 
-func strFilter(f func(string) string) filterFunc {
+// strFilter is a filter that maps str(v) by the case mapping f (ascii: its faster form for ASCII
+// strings, or nil), under the budget (renderer.caseMapped).
+func strFilter(f func(*bounded, string), ascii func(string) string) filterFunc {
 	return func(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		s, err := r.str(v)
 		if err != nil {
 			return Value{}, err
 		}
-		return r.newStr(f(s))
+		return r.caseMapped(s, f, ascii)
 	}
-}
-
-// jinjaTitle is Jinja2's title filter: each word's first code point upper-cased, the rest lowered.
-func jinjaTitle(s string) string {
-	var b strings.Builder
-	start := true
-	for _, c := range s {
-		if pyIsSpace(c) || strings.ContainsRune("-({[<", c) {
-			b.WriteRune(c)
-			start = true
-			continue
-		}
-		if start {
-			b.WriteString(pyUpper(string(c)))
-		} else {
-			b.WriteString(pyLower(string(c)))
-		}
-		start = false
-	}
-	return b.String()
 }
 
 func fAbs(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
@@ -112,7 +95,7 @@ func fCenter(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	if err := r.bud.alloc(max(w, 0) + int64(len(s))); err != nil {
+	if err := r.bud.alloc(padSize(s, w, " ")); err != nil {
 		return Value{}, err
 	}
 	return String(pyPad(s, int(w), " ", 'c')), nil
@@ -141,12 +124,23 @@ func fEscape(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	e := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
-	if err := r.bud.alloc(int64(len(e))); err != nil {
+	size := int64(len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '&', '"', '\'':
+			size += 4
+		case '<', '>':
+			size += 3
+		}
+	}
+	if err := r.bud.alloc(size); err != nil {
 		return Value{}, err
 	}
-	return Value{k: KindString, s: e, safe: true}, nil
+	return Value{k: KindString, s: htmlEscaper.Replace(s), safe: true}, nil
 }
+
+// htmlEscaper is markupsafe's escape: &, <, >, " and '.
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
 
 func fSafe(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	s, err := r.str(v)
@@ -317,10 +311,14 @@ func fIndent(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		if a[0].k == KindString {
 			ind = a[0].s
 		} else if a[0].isIntLike() {
-			if a[0].n > 1<<20 {
-				return Value{}, &LimitError{Limit: "MaxBytes", Value: r.bud.lim.MaxBytes}
+			n := max(a[0].n, 0)
+			if n > 1<<20 {
+				return Value{}, r.bud.fail(&LimitError{Limit: "MaxBytes", Value: r.bud.lim.MaxBytes})
 			}
-			ind = strings.Repeat(" ", int(max(a[0].n, 0)))
+			if err := r.bud.alloc(n); err != nil {
+				return Value{}, err
+			}
+			ind = strings.Repeat(" ", int(n))
 		} else {
 			return Value{}, typeErr("can't multiply sequence by non-int of type '%s'", typeName(a[0]))
 		}
@@ -329,26 +327,55 @@ func fIndent(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	lines := pySplitLines(s+"\n", false)
+	if err := r.bud.scan(len(s)); err != nil {
+		return Value{}, err
+	}
 	first, blank := has(a[1]) && a[1].Truth(), has(a[2]) && a[2].Truth()
-	if err := r.bud.alloc(int64(len(s)) + int64(len(lines)+1)*int64(len(ind)+1)); err != nil {
+	// Jinja2 splits s + "\n" into lines; that is the lines of s, and an empty one after them
+	// when s is empty or ends with a line break the "\n" does not join ("\r" would make "\r\n").
+	lines := splitLines(s, false)
+	extra := s == "" || endsWithLineBreak(s)
+	each := func(f func(l string)) {
+		lines(func(l string) bool { f(l); return true })
+		if extra {
+			f("")
+		}
+	}
+	// The text is made once, its length charged first.
+	size, n := int64(0), 0
+	each(func(l string) {
+		if n > 0 {
+			size++
+			if blank || l != "" {
+				size += int64(len(ind))
+			}
+		}
+		size += int64(len(l))
+		n++
+	})
+	if first {
+		size += int64(len(ind))
+	}
+	if err := r.bud.alloc(size); err != nil {
 		return Value{}, err
 	}
 	var b strings.Builder
-	for i, l := range lines {
-		if i > 0 {
+	b.Grow(int(size))
+	if first {
+		b.WriteString(ind)
+	}
+	n = 0
+	each(func(l string) {
+		if n > 0 {
 			b.WriteByte('\n')
 			if blank || l != "" {
 				b.WriteString(ind)
 			}
 		}
 		b.WriteString(l)
-	}
-	out := b.String()
-	if first {
-		out = ind + out
-	}
-	return String(out), nil
+		n++
+	})
+	return String(b.String()), nil
 }
 
 func fItems(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
@@ -372,7 +399,7 @@ func fItems(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 func fLength(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	switch v.k {
 	case KindString:
-		return Int(int64(runeLen(v.s))), nil
+		return Int(int64(runeLen(v.s))), r.bud.scan(len(v.s))
 	case KindList, KindTuple:
 		if g := v.p.(*listObj).gen; g != "" {
 			return Value{}, typeErr("object of type '%s' has no len()", g)
@@ -413,13 +440,18 @@ func fReplace(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 
 func fReverse(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if v.k == KindString {
-		runes := splitRunes(v.s)
-		if err := r.bud.alloc(int64(len(v.s))); err != nil {
+		// The reversed string has the same bytes: charged, then made in one allocation, code
+		// point by code point from the end (no string per code point first).
+		s := v.s
+		if err := r.bud.alloc(int64(len(s))); err != nil {
 			return Value{}, err
 		}
 		var b strings.Builder
-		for i := len(runes) - 1; i >= 0; i-- {
-			b.WriteString(runes[i])
+		b.Grow(len(s))
+		for i := len(s); i > 0; {
+			_, n := utf8.DecodeLastRuneInString(s[:i])
+			b.WriteString(s[i-n : i])
+			i -= n
 		}
 		return String(b.String()), nil
 	}
@@ -518,8 +550,24 @@ func fStriptags(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
+	// The tags removed and the entities unescaped, each at most as long as s, charged first;
+	// then the words joined by single spaces, charged as they are written.
+	if err := r.bud.alloc(2 * int64(len(s))); err != nil {
+		return Value{}, err
+	}
 	s = html.UnescapeString(reTags.ReplaceAllString(s, ""))
-	return r.newStr(strings.Join(pySplitWS(s, -1), " "))
+	b := &bounded{bud: &r.bud}
+	n := 0
+	splitWS(s, -1)(func(w string) bool {
+		if n > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+		n++
+		return b.err == nil
+	})
+	out, err := b.result()
+	return String(out), err
 }
 
 func fTojson(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
@@ -549,7 +597,8 @@ func fTojson(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if err := writeJSON(b, v, o, 0); err != nil {
 		return Value{}, err
 	}
-	return String(b.String()), nil
+	out, err := b.result()
+	return String(out), err
 }
 
 func fTrim(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
@@ -607,22 +656,30 @@ func fTruncate(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if leeway < 0 {
 		return Value{}, &Error{Type: "AssertionError", Msg: "expected leeway >= 0, got " + strconv.FormatInt(leeway, 10), Python: true}
 	}
+	if err := r.bud.scan(len(s)); err != nil {
+		return Value{}, err
+	}
 	if int64(runeLen(s)) <= length+leeway {
 		return String(s), nil
 	}
 	cut := s[:runeToByteIndex(s, int(length)-runeLen(end))]
-	if has(a[1]) && a[1].Truth() {
-		return r.newStr(cut + end)
+	if !has(a[1]) || !a[1].Truth() {
+		if k := strings.LastIndexByte(cut, ' '); k >= 0 {
+			cut = cut[:k]
+		}
 	}
-	if k := strings.LastIndexByte(cut, ' '); k >= 0 {
-		cut = cut[:k]
+	if err := r.bud.alloc(int64(len(cut)) + int64(len(end))); err != nil {
+		return Value{}, err
 	}
-	return r.newStr(cut + end)
+	return String(cut + end), nil
 }
 
 func fWordcount(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	s, err := r.str(v)
 	if err != nil {
+		return Value{}, err
+	}
+	if err := r.bud.scan(len(s)); err != nil {
 		return Value{}, err
 	}
 	n, in := 0, false

@@ -41,30 +41,38 @@ func fBatch(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	return genList(out, "generator"), nil
 }
 
-// sortKey is the key sort, dictsort, min, max and unique compare: lower-cased strings unless
-// case sensitive.
-func sortKey(v Value, caseSensitive bool) Value {
+// sortKey is the key sort, dictsort, min, max, unique and groupby compare: lower-cased strings
+// unless case sensitive (charged: each item's key is a new string).
+func (r *renderer) sortKey(v Value, caseSensitive bool) (Value, error) {
 	if !caseSensitive && v.k == KindString {
-		return String(pyLower(v.s))
+		return r.caseMapped(v.s, pyLower, strings.ToLower)
 	}
-	return v
+	return v, nil
 }
 
-// sortValues sorts stably by keys (Python's sorted); mixed types that do not order fail.
-func sortValues(items, keys []Value, reverse bool) error {
+// sortValues sorts stably by keys (Python's sorted); mixed types that do not order fail. Each
+// comparison charges its steps (compare); the first error ends the sort.
+func (r *renderer) sortValues(items, keys []Value, reverse bool) error {
 	idx := make([]int, len(items))
 	for i := range idx {
 		idx[i] = i
 	}
 	var err error
 	sort.SliceStable(idx, func(i, j int) bool {
+		if err != nil {
+			return false
+		}
 		a, b := keys[idx[i]], keys[idx[j]]
 		if reverse {
 			a, b = b, a
 		}
-		c, e := compare(a, b)
-		if e != nil && err == nil {
+		c, e := compare(&r.bud, a, b)
+		switch {
+		case e == nil:
+		case unorderable(e):
 			err = typeErr("'<' not supported between instances of '%s' and '%s'", typeName(a), typeName(b))
+		default:
+			err = e
 		}
 		return c < 0
 	})
@@ -78,6 +86,10 @@ func sortValues(items, keys []Value, reverse bool) error {
 	copy(items, sorted)
 	return nil
 }
+
+// sortCharge is what sorting one item costs against MaxBytes besides its key: the index and
+// the sorted copy sortValues makes.
+const sortCharge = 8 + valueSize
 
 func fDictsort(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	a, err := bindArgs("dictsort", args, kw, "case_sensitive", "by", "reverse")
@@ -98,16 +110,18 @@ func fDictsort(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		}
 	}
 	d := v.dict()
-	if err := r.bud.allocMul(int64(d.Len()), 4*valueSize); err != nil {
+	if err := r.bud.allocMul(int64(d.Len()), 4*valueSize+sortCharge); err != nil {
 		return Value{}, err
 	}
 	items := make([]Value, d.Len())
 	keys := make([]Value, d.Len())
 	for i, k := range d.keys {
 		items[i] = Tuple(k, d.vals[i])
-		keys[i] = sortKey(items[i].list()[pos], has(a[0]) && a[0].Truth())
+		if keys[i], err = r.sortKey(items[i].list()[pos], has(a[0]) && a[0].Truth()); err != nil {
+			return Value{}, err
+		}
 	}
-	if err := sortValues(items, keys, has(a[2]) && a[2].Truth()); err != nil {
+	if err := r.sortValues(items, keys, has(a[2]) && a[2].Truth()); err != nil {
 		return Value{}, err
 	}
 	return List(items...), nil
@@ -152,6 +166,10 @@ func fGroupby(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	}
 	get := r.attrGetter(a[0], a[1])
 	cs := has(a[2]) && a[2].Truth()
+	// the sorted items and their keys; the groups' lists and tuples, at most one per item
+	if err := r.bud.allocMul(int64(len(items)), 5*valueSize+sortCharge); err != nil {
+		return Value{}, err
+	}
 	keys := make([]Value, len(items))
 	sorted := append([]Value{}, items...)
 	for i, it := range sorted {
@@ -159,23 +177,34 @@ func fGroupby(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		keys[i] = sortKey(k, cs)
+		if keys[i], err = r.sortKey(k, cs); err != nil {
+			return Value{}, err
+		}
 	}
-	if err := r.bud.allocMul(int64(len(items)), 3*valueSize); err != nil {
-		return Value{}, err
-	}
-	if err := sortValues(sorted, append([]Value{}, keys...), false); err != nil {
+	if err := r.sortValues(sorted, append([]Value{}, keys...), false); err != nil {
 		return Value{}, err
 	}
 	var out []Value
 	var cur []Value
 	var curKey, curGrouper Value
 	for i, it := range sorted {
-		g, _ := get(it)
-		k := sortKey(g, cs)
-		if i > 0 && !equal(k, curKey) {
-			out = append(out, groupTuple(curGrouper, cur))
-			cur = nil
+		g, err := get(it)
+		if err != nil {
+			return Value{}, err
+		}
+		k, err := r.sortKey(g, cs)
+		if err != nil {
+			return Value{}, err
+		}
+		if i > 0 {
+			eq, err := equal(&r.bud, k, curKey)
+			if err != nil {
+				return Value{}, err
+			}
+			if !eq {
+				out = append(out, groupTuple(curGrouper, cur))
+				cur = nil
+			}
 		}
 		if len(cur) == 0 {
 			curKey, curGrouper = k, g
@@ -213,6 +242,9 @@ func fJoin(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	}
 	b := &bounded{bud: &r.bud}
 	for i, it := range items {
+		if err := r.bud.step(1); err != nil {
+			return Value{}, err
+		}
 		if get != nil {
 			if it, err = get(it); err != nil {
 				return Value{}, err
@@ -231,7 +263,8 @@ func fJoin(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 			return Value{}, b.err
 		}
 	}
-	return String(b.String()), b.err
+	out, err := b.result()
+	return String(out), err
 }
 
 func fList(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
@@ -277,6 +310,9 @@ func fMap(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	}
 	out := make([]Value, len(items))
 	for i, it := range items {
+		if err := r.bud.step(1); err != nil {
+			return Value{}, err
+		}
 		if out[i], err = fn(it); err != nil {
 			return Value{}, err
 		}
@@ -316,16 +352,23 @@ func fMinMax(isMax bool) filterFunc {
 		if err != nil {
 			return Value{}, err
 		}
-		bk = sortKey(bk, cs)
+		if bk, err = r.sortKey(bk, cs); err != nil {
+			return Value{}, err
+		}
 		for _, it := range items[1:] {
 			k, err := get(it)
 			if err != nil {
 				return Value{}, err
 			}
-			k = sortKey(k, cs)
-			c, err := compare(k, bk)
-			if err != nil {
+			if k, err = r.sortKey(k, cs); err != nil {
+				return Value{}, err
+			}
+			c, err := compare(&r.bud, k, bk)
+			if unorderable(err) {
 				return Value{}, typeErr("'>' not supported between instances of '%s' and '%s'", typeName(k), typeName(bk))
+			}
+			if err != nil {
+				return Value{}, err
 			}
 			if (isMax && c > 0) || (!isMax && c < 0) {
 				best, bk = it, k
@@ -369,6 +412,9 @@ func fSelect(keep, byAttr bool) filterFunc {
 		}
 		var out []Value
 		for _, it := range items {
+			if err := r.bud.step(1); err != nil {
+				return Value{}, err
+			}
 			x, err := get(it)
 			if err != nil {
 				return Value{}, err
@@ -378,11 +424,11 @@ func fSelect(keep, byAttr bool) filterFunc {
 				return Value{}, err
 			}
 			if ok == keep {
+				if err := r.bud.alloc(2 * valueSize); err != nil { // the item, and room to grow
+					return Value{}, err
+				}
 				out = append(out, it)
 			}
-		}
-		if err := r.bud.allocMul(int64(len(out)), valueSize); err != nil {
-			return Value{}, err
 		}
 		return genList(out, "generator"), nil
 	}
@@ -434,7 +480,7 @@ func fSort(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	if err := r.bud.allocMul(int64(len(items)), 2*valueSize); err != nil {
+	if err := r.bud.allocMul(int64(len(items)), 2*valueSize+sortCharge); err != nil {
 		return Value{}, err
 	}
 	out := append([]Value{}, items...)
@@ -448,9 +494,11 @@ func fSort(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		keys[i] = sortKey(k, has(a[1]) && a[1].Truth())
+		if keys[i], err = r.sortKey(k, has(a[1]) && a[1].Truth()); err != nil {
+			return Value{}, err
+		}
 	}
-	if err := sortValues(out, keys, has(a[0]) && a[0].Truth()); err != nil {
+	if err := r.sortValues(out, keys, has(a[0]) && a[0].Truth()); err != nil {
 		return Value{}, err
 	}
 	return List(out...), nil
@@ -474,6 +522,9 @@ func fSum(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		get = r.attrGetter(a[0], Value{})
 	}
 	for _, it := range items {
+		if err := r.bud.step(1); err != nil {
+			return Value{}, err
+		}
 		x, err := get(it)
 		if err != nil {
 			return Value{}, err
@@ -505,17 +556,24 @@ func fUnique(r *renderer, v Value, args []Value, kw []Kwarg) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		k = sortKey(k, has(a[0]) && a[0].Truth())
-		if _, ok := seen.Get(k); ok {
+		if k, err = r.sortKey(k, has(a[0]) && a[0].Truth()); err != nil {
+			return Value{}, err
+		}
+		i, err := seen.find(&r.bud, k)
+		if err != nil {
+			return Value{}, err
+		}
+		if i >= 0 {
 			continue
 		}
-		if err := seen.Set(k, None()); err != nil {
+		// the key and its index entry, the item and room to grow
+		if err := r.bud.allocMul(2, 2*valueSize); err != nil {
+			return Value{}, err
+		}
+		if err := seen.set(&r.bud, k, None()); err != nil {
 			return Value{}, err
 		}
 		out = append(out, it)
-	}
-	if err := r.bud.allocMul(int64(len(out)), 3*valueSize); err != nil {
-		return Value{}, err
 	}
 	return genList(out, "generator"), nil
 }

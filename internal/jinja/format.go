@@ -110,22 +110,31 @@ func (r *renderer) strFormat(s string, args []Value, kw []Kwarg) (Value, error) 
 			rest = rest[k+1:]
 		}
 		switch conv {
-		case 0, 's':
-			if conv == 's' {
-				v = String(v.String())
+		case 0:
+		case 's':
+			str, err := r.print(v)
+			if err != nil {
+				return Value{}, err
 			}
+			v = String(str)
 		case 'r', 'a':
-			v = String(repr(v))
+			str, err := r.repr(v)
+			if err != nil {
+				return Value{}, err
+			}
+			v = String(str)
 		default:
 			return Value{}, valueErr("Unknown conversion specifier %c", conv)
 		}
-		out, err := formatSpec(v, spec)
-		if err != nil {
+		if err := formatSpec(b, v, spec); err != nil {
 			return Value{}, err
 		}
-		b.WriteString(out)
+		if b.err != nil {
+			return Value{}, b.err
+		}
 	}
-	return String(b.String()), b.err
+	out, err := b.result()
+	return String(out), err
 }
 
 // fmtSpec is a parsed format spec: [[fill]align][sign][#][0][width][,_][.precision][type].
@@ -188,21 +197,22 @@ func parseSpec(spec string) (fmtSpec, error) {
 	return f, nil
 }
 
-// formatSpec is format(v, spec).
-func formatSpec(v Value, spec string) (string, error) {
+// formatSpec writes format(v, spec) to b.
+func formatSpec(b *bounded, v Value, spec string) error {
 	if spec == "" {
-		return v.String(), nil
+		writeStr(b, v)
+		return nil
 	}
 	f, err := parseSpec(spec)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var body, sign string
 	numeric := false
 	switch v.k {
 	case KindString:
 		if f.typ != 0 && f.typ != 's' {
-			return "", valueErr("Unknown format code '%c' for object of type 'str'", f.typ)
+			return valueErr("Unknown format code '%c' for object of type 'str'", f.typ)
 		}
 		body = v.s
 		if f.hasPrec {
@@ -214,7 +224,7 @@ func formatSpec(v Value, spec string) (string, error) {
 		switch f.typ {
 		case 0, 'd', 'n', 'b', 'o', 'x', 'X', 'c':
 			if f.hasPrec {
-				return "", valueErr("Precision not allowed in integer format specifier")
+				return valueErr("Precision not allowed in integer format specifier")
 			}
 			if n < 0 {
 				sign = "-"
@@ -241,7 +251,7 @@ func formatSpec(v Value, spec string) (string, error) {
 				body = "0" + string(f.typ) + body
 			}
 		default:
-			return formatSpec(Float(float64(n)), spec)
+			return formatSpec(b, Float(float64(n)), spec)
 		}
 	case KindFloat:
 		numeric = true
@@ -259,7 +269,7 @@ func formatSpec(v Value, spec string) (string, error) {
 			body = group(intPart, f.group) + rest
 		}
 	default:
-		return "", typeErr("unsupported format string passed to %s.__format__", typeName(v))
+		return typeErr("unsupported format string passed to %s.__format__", typeName(v))
 	}
 	if numeric && sign == "" && (f.sign == '+' || f.sign == ' ') {
 		sign = string(f.sign)
@@ -276,19 +286,26 @@ func formatSpec(v Value, spec string) (string, error) {
 	if f.zero && f.align == 0 && numeric {
 		align, fill = '=', "0"
 	}
-	pad := f.width - runeLen(sign) - runeLen(body)
-	if pad <= 0 {
-		return sign + body, nil
-	}
+	// the pieces written one by one: body can be a string as long as MaxBytes
+	pad := max(f.width-runeLen(sign)-runeLen(body), 0)
+	left, right := 0, 0
 	switch align {
 	case '<':
-		return sign + body + strings.Repeat(fill, pad), nil
+		right = pad
 	case '^':
-		return strings.Repeat(fill, pad/2) + sign + body + strings.Repeat(fill, pad-pad/2), nil
+		left, right = pad/2, pad-pad/2
 	case '=':
-		return sign + strings.Repeat(fill, pad) + body, nil
+		b.WriteString(sign)
+		sign = ""
+		left = pad
+	default:
+		left = pad
 	}
-	return strings.Repeat(fill, pad) + sign + body, nil
+	b.writeRepeat(fill, left)
+	b.WriteString(sign)
+	b.WriteString(body)
+	b.writeRepeat(fill, right)
+	return nil
 }
 
 func truncRunes(s string, n int) string {
@@ -465,13 +482,16 @@ func (r *renderer) percentFormat(s string, arg Value) (Value, error) {
 		numeric := false
 		neg := false
 		switch typ {
-		case 's':
-			body = v.String()
-			if spec.hasPrec {
-				body = truncRunes(body, spec.prec)
+		case 's', 'r', 'a':
+			var err error
+			if typ == 's' {
+				body, err = r.print(v)
+			} else {
+				body, err = r.repr(v)
 			}
-		case 'r', 'a':
-			body = repr(v)
+			if err != nil {
+				return Value{}, err
+			}
 			if spec.hasPrec {
 				body = truncRunes(body, spec.prec)
 			}
@@ -543,20 +563,29 @@ func (r *renderer) percentFormat(s string, arg Value) (Value, error) {
 				sign = string(spec.sign)
 			}
 		}
-		pad := spec.width - runeLen(sign) - runeLen(body)
+		// the pieces written one by one: body can be a string as long as MaxBytes
+		pad := max(spec.width-runeLen(sign)-runeLen(body), 0)
 		switch {
-		case pad <= 0:
-			b.WriteString(sign + body)
 		case spec.align == '<':
-			b.WriteString(sign + body + strings.Repeat(" ", pad))
+			b.WriteString(sign)
+			b.WriteString(body)
+			b.writeRepeat(" ", pad)
 		case spec.zero && numeric:
-			b.WriteString(sign + strings.Repeat("0", pad) + body)
+			b.WriteString(sign)
+			b.writeRepeat("0", pad)
+			b.WriteString(body)
 		default:
-			b.WriteString(strings.Repeat(" ", pad) + sign + body)
+			b.writeRepeat(" ", pad)
+			b.WriteString(sign)
+			b.WriteString(body)
+		}
+		if b.err != nil {
+			return Value{}, b.err
 		}
 	}
 	if ai < len(args) && !usedMapping && !(mapping != nil && ai == 0) {
 		return Value{}, typeErr("not all arguments converted during string formatting")
 	}
-	return String(b.String()), b.err
+	out, err := b.result()
+	return String(out), err
 }

@@ -24,41 +24,9 @@ func builtinValue(name string, fn func(r *renderer, args []Value, kw []Kwarg) (V
 
 // Range is Python's range under Jinja2's sandbox: 1 to 3 int arguments, at most MaxRange items.
 func Range(args []Value) (Value, error) {
-	var ints [3]int64
-	for i, a := range args {
-		if i > 2 {
-			break
-		}
-		if !a.isIntLike() {
-			return Value{}, typeErr("'%s' object cannot be interpreted as an integer", typeName(a))
-		}
-		ints[i] = a.n
-	}
-	var start, stop, step int64 = 0, 0, 1
-	switch len(args) {
-	case 1:
-		stop = ints[0]
-	case 2:
-		start, stop = ints[0], ints[1]
-	case 3:
-		start, stop, step = ints[0], ints[1], ints[2]
-	case 0:
-		return Value{}, typeErr("range expected at least 1 argument, got 0")
-	default:
-		return Value{}, typeErr("range expected at most 3 arguments, got %d", len(args))
-	}
-	if step == 0 {
-		return Value{}, valueErr("range() arg 3 must not be zero")
-	}
-	var n uint64
-	switch {
-	case step > 0 && stop > start:
-		n = (uint64(stop-start)-1)/uint64(step) + 1
-	case step < 0 && stop < start:
-		n = (uint64(start-stop)-1)/uint64(-step) + 1
-	}
-	if n > MaxRange {
-		return Value{}, &Error{Type: "OverflowError", Msg: fmt.Sprintf("Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", MaxRange), Python: true}
+	start, step, n, err := rangeArgs(args)
+	if err != nil {
+		return Value{}, err
 	}
 	items := make([]Value, n)
 	for i := range items {
@@ -67,57 +35,116 @@ func Range(args []Value) (Value, error) {
 	return List(items...), nil
 }
 
+// rangeArgs checks range's arguments and returns its start, step and length.
+func rangeArgs(args []Value) (start, step int64, n uint64, err error) {
+	var ints [3]int64
+	for i, a := range args {
+		if i > 2 {
+			break
+		}
+		if !a.isIntLike() {
+			return 0, 0, 0, typeErr("'%s' object cannot be interpreted as an integer", typeName(a))
+		}
+		ints[i] = a.n
+	}
+	var stop int64
+	start, step = 0, 1
+	switch len(args) {
+	case 1:
+		stop = ints[0]
+	case 2:
+		start, stop = ints[0], ints[1]
+	case 3:
+		start, stop, step = ints[0], ints[1], ints[2]
+	case 0:
+		return 0, 0, 0, typeErr("range expected at least 1 argument, got 0")
+	default:
+		return 0, 0, 0, typeErr("range expected at most 3 arguments, got %d", len(args))
+	}
+	if step == 0 {
+		return 0, 0, 0, valueErr("range() arg 3 must not be zero")
+	}
+	switch {
+	case step > 0 && stop > start:
+		n = (uint64(stop-start)-1)/uint64(step) + 1
+	case step < 0 && stop < start:
+		n = (uint64(start-stop)-1)/uint64(-step) + 1
+	}
+	if n > MaxRange {
+		return 0, 0, 0, &Error{Type: "OverflowError", Msg: fmt.Sprintf("Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", MaxRange), Python: true}
+	}
+	return start, step, n, nil
+}
+
+// gRange is range(), its list charged before it is made.
 func gRange(r *renderer, args []Value, kw []Kwarg) (Value, error) {
 	if len(kw) > 0 {
 		return Value{}, typeErr("range() takes no keyword arguments")
 	}
-	v, err := Range(args)
+	_, _, n, err := rangeArgs(args)
 	if err != nil {
 		return Value{}, err
 	}
-	return v, r.chargeResult(v)
+	if err := r.bud.allocMul(int64(n), valueSize); err != nil {
+		return Value{}, err
+	}
+	return Range(args)
 }
 
-// dictFrom is dict(*args, **kwargs) with at most one positional mapping or list of pairs.
+// dictFrom is dict(*args, **kwargs) with at most one positional mapping or list of pairs. Its
+// entries are charged before the dict is made (at most one per item and keyword).
 func (r *renderer) dictFrom(name string, args []Value, kw []Kwarg) (*Dict, error) {
 	d := NewDict()
 	if len(args) > 1 {
 		return nil, typeErr("%s expected at most 1 argument, got %d", name, len(args))
 	}
+	var items []Value
+	var src *Dict
 	if len(args) == 1 {
-		a := args[0]
-		switch a.k {
-		case KindDict:
-			src := a.dict()
-			for i, k := range src.keys {
-				_ = d.Set(k, src.vals[i])
-			}
-		default:
-			items, err := r.iterate(a)
-			if err != nil {
+		if args[0].k == KindDict {
+			src = args[0].dict()
+		} else {
+			var err error
+			if items, err = r.iterate(args[0]); err != nil {
 				return nil, err
-			}
-			for i, it := range items {
-				if it.k == KindUndefined || (it.k == KindList && it.p.(*listObj).gen != "") {
-					return nil, typeErr("cannot convert dictionary update sequence element #%d to a sequence", i)
-				}
-				pair, err := r.iterate(it)
-				if err != nil {
-					return nil, typeErr("cannot convert dictionary update sequence element #%d to a sequence", i)
-				}
-				if len(pair) != 2 {
-					return nil, valueErr("dictionary update sequence element #%d has length %d; 2 is required", i, len(pair))
-				}
-				if err := d.Set(pair[0], pair[1]); err != nil {
-					return nil, err
-				}
 			}
 		}
 	}
-	for _, k := range kw {
-		_ = d.Set(String(k.Name), k.Value)
+	n := int64(len(items)) + int64(len(kw))
+	if src != nil {
+		n += int64(src.Len())
 	}
-	return d, r.bud.allocMul(int64(d.Len()), 2*valueSize)
+	if err := r.bud.allocMul(n, 2*valueSize); err != nil {
+		return nil, err
+	}
+	if src != nil {
+		for i, k := range src.keys {
+			if err := d.set(&r.bud, k, src.vals[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i, it := range items {
+		if it.k == KindUndefined || (it.k == KindList && it.p.(*listObj).gen != "") {
+			return nil, typeErr("cannot convert dictionary update sequence element #%d to a sequence", i)
+		}
+		pair, err := r.iterate(it)
+		if err != nil {
+			return nil, typeErr("cannot convert dictionary update sequence element #%d to a sequence", i)
+		}
+		if len(pair) != 2 {
+			return nil, valueErr("dictionary update sequence element #%d has length %d; 2 is required", i, len(pair))
+		}
+		if err := d.set(&r.bud, pair[0], pair[1]); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range kw {
+		if err := d.set(&r.bud, String(k.Name), k.Value); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 func gDict(r *renderer, args []Value, kw []Kwarg) (Value, error) {

@@ -173,8 +173,15 @@ func argStr(fname string, v Value) (string, error) {
 	return v.s, nil
 }
 
-// strSpan resolves optional start/end code point arguments into a byte range of s.
-func strSpan(s string, start, end Value) (int, int, error) {
+// strSpan resolves optional start/end code point arguments into a byte range of s; without
+// them it is all of s, found without counting s's code points.
+func (r *renderer) strSpan(s string, start, end Value) (int, int, error) {
+	if (!has(start) || start.k == KindNone) && (!has(end) || end.k == KindNone) {
+		return 0, len(s), nil
+	}
+	if err := r.bud.scan(len(s)); err != nil {
+		return 0, 0, err
+	}
 	n := int64(runeLen(s))
 	var sp, ep *int64
 	if has(start) && start.k != KindNone {
@@ -196,21 +203,6 @@ func strSpan(s string, start, end Value) (int, int, error) {
 		b = a
 	}
 	return runeToByteIndex(s, int(a)), runeToByteIndex(s, int(b)), nil
-}
-
-func (r *renderer) strList(parts []string) (Value, error) {
-	if err := r.bud.allocMul(int64(len(parts)), valueSize); err != nil {
-		return Value{}, err
-	}
-	items := make([]Value, len(parts))
-	for i, p := range parts {
-		items[i] = String(p)
-	}
-	return List(items...), nil
-}
-
-func (r *renderer) newStr(s string) (Value, error) {
-	return String(s), r.bud.alloc(int64(len(s)))
 }
 
 func (r *renderer) callMethod(m *method, args []Value, kw []Kwarg) (Value, error) {
@@ -245,19 +237,24 @@ func (r *renderer) callMethod(m *method, args []Value, kw []Kwarg) (Value, error
 			if !has(a[0]) {
 				return Value{}, typeErr("get expected at least 1 argument, got 0")
 			}
-			if v, ok := d.Get(a[0]); ok {
-				return v, nil
+			if v, ok, err := d.get(&r.bud, a[0]); ok || err != nil {
+				return v, err
 			}
 			if has(a[1]) {
 				return a[1], nil
 			}
 			return None(), nil
 		case "copy":
+			if err := r.bud.allocMul(int64(d.Len()), 2*valueSize); err != nil {
+				return Value{}, err
+			}
 			nd := NewDict()
 			for i, k := range d.keys {
-				_ = nd.Set(k, d.vals[i])
+				if err := nd.set(&r.bud, k, d.vals[i]); err != nil {
+					return Value{}, err
+				}
 			}
-			return DictValue(nd), r.bud.allocMul(int64(d.Len()), 2*valueSize)
+			return DictValue(nd), nil
 		}
 	case KindList, KindTuple:
 		items := recv.list()
@@ -267,8 +264,8 @@ func (r *renderer) callMethod(m *method, args []Value, kw []Kwarg) (Value, error
 				return Value{}, typeErr("index expected at least 1 argument, got 0")
 			}
 			for i, x := range items {
-				if equal(x, args[0]) {
-					return Int(int64(i)), nil
+				if eq, err := equal(&r.bud, x, args[0]); eq || err != nil {
+					return Int(int64(i)), err
 				}
 			}
 			if recv.k == KindTuple {
@@ -281,7 +278,11 @@ func (r *renderer) callMethod(m *method, args []Value, kw []Kwarg) (Value, error
 			}
 			n := 0
 			for _, x := range items {
-				if equal(x, args[0]) {
+				eq, err := equal(&r.bud, x, args[0])
+				if err != nil {
+					return Value{}, err
+				}
+				if eq {
 					n++
 				}
 			}
@@ -304,8 +305,14 @@ func (r *renderer) callMethod(m *method, args []Value, kw []Kwarg) (Value, error
 				return args[l.i%len(args)], nil
 			case "changed":
 				cur := Tuple(args...)
-				if l.last != nil && equal(*l.last, cur) {
-					return Bool(false), nil
+				if l.last != nil {
+					eq, err := equal(&r.bud, *l.last, cur)
+					if err != nil {
+						return Value{}, err
+					}
+					if eq {
+						return Bool(false), nil
+					}
 				}
 				l.last = &cur
 				return Bool(true), nil
@@ -360,11 +367,14 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 		if err != nil {
 			return Value{}, err
 		}
+		if maxsplit < 0 || maxsplit > int64(len(s)) {
+			maxsplit = -1 // no more splits than bytes; and an int either way
+		}
 		if !has(a[0]) || a[0].k == KindNone {
 			if name == "split" {
-				return r.strList(pySplitWS(s, int(maxsplit)))
+				return r.pieces(len(s), splitWS(s, int(maxsplit)), false)
 			}
-			return r.strList(pyRSplitWS(s, int(maxsplit)))
+			return r.pieces(len(s), rsplitWS(s, int(maxsplit)), true)
 		}
 		sep, err := argStr(name, a[0])
 		if err != nil {
@@ -373,20 +383,13 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 		if sep == "" {
 			return Value{}, valueErr("empty separator")
 		}
-		if name == "split" {
-			n := -1
-			if maxsplit >= 0 {
-				n = int(maxsplit) + 1
-			}
-			return r.strList(strings.SplitN(s, sep, n))
-		}
-		return r.strList(pyRSplit(s, sep, int(maxsplit)))
+		return r.splitSep(s, sep, int(maxsplit), name == "rsplit")
 	case "splitlines":
 		a, err := bindArgs(name, args, kw, "keepends")
 		if err != nil {
 			return Value{}, err
 		}
-		return r.strList(pySplitLines(s, has(a[0]) && a[0].Truth()))
+		return r.pieces(len(s), splitLines(s, has(a[0]) && a[0].Truth()), false)
 	case "startswith", "endswith":
 		a, err := bindArgs(name, args, kw, "prefix", "start", "end")
 		if err != nil {
@@ -395,7 +398,7 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 		if !has(a[0]) {
 			return Value{}, typeErr("%s() takes at least 1 argument (0 given)", name)
 		}
-		i, j, err := strSpan(s, a[1], a[2])
+		i, j, err := r.strSpan(s, a[1], a[2])
 		if err != nil {
 			return Value{}, err
 		}
@@ -438,15 +441,15 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 		out, err := r.pyReplace(s, old, nw, int(count))
 		return String(out), err
 	case "upper":
-		return r.newStr(pyUpper(s))
+		return r.caseMapped(s, pyUpper, strings.ToUpper)
 	case "lower", "casefold":
-		return r.newStr(pyLower(s))
+		return r.caseMapped(s, pyLower, strings.ToLower)
 	case "title":
-		return r.newStr(pyTitle(s))
+		return r.caseMapped(s, pyTitle, nil)
 	case "capitalize":
-		return r.newStr(pyCapitalize(s))
+		return r.caseMapped(s, pyCapitalize, nil)
 	case "swapcase":
-		return r.newStr(pySwapcase(s))
+		return r.caseMapped(s, pySwapcase, nil)
 	case "find", "rfind", "index", "rindex", "count":
 		a, err := bindArgs(name, args, kw, "sub", "start", "end")
 		if err != nil {
@@ -456,11 +459,14 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 		if err != nil {
 			return Value{}, err
 		}
-		i, j, err := strSpan(s, a[1], a[2])
+		i, j, err := r.strSpan(s, a[1], a[2])
 		if err != nil {
 			return Value{}, err
 		}
 		hay := s[i:j]
+		if err := r.bud.scan(len(hay)); err != nil {
+			return Value{}, err
+		}
 		if name == "count" {
 			if sub == "" {
 				return Int(int64(runeLen(hay) + 1)), nil
@@ -488,38 +494,53 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 		if err != nil {
 			return Value{}, typeErr("can only join an iterable")
 		}
-		parts := make([]string, len(items))
 		total := int64(len(s)) * int64(max(len(items)-1, 0))
 		for i, it := range items {
 			if it.k != KindString {
 				return Value{}, typeErr("sequence item %d: expected str instance, %s found", i, typeName(it))
 			}
-			parts[i] = it.s
 			total += int64(len(it.s))
+		}
+		if err := r.bud.step(int64(len(items))); err != nil {
+			return Value{}, err
 		}
 		if err := r.bud.alloc(total); err != nil {
 			return Value{}, err
 		}
-		return String(strings.Join(parts, s)), nil
+		var b strings.Builder
+		b.Grow(int(total))
+		for i, it := range items {
+			if i > 0 {
+				b.WriteString(s)
+			}
+			b.WriteString(it.s)
+		}
+		return String(b.String()), nil
 	case "format":
 		return r.strFormat(s, args, kw)
 	case "zfill":
 		if len(args) != 1 || !args[0].isIntLike() {
 			return Value{}, typeErr("zfill() takes exactly one integer argument")
 		}
-		w := int(args[0].n)
-		n := runeLen(s)
+		w := args[0].n
+		n := int64(runeLen(s))
 		if w <= n {
 			return String(s), nil
 		}
-		if err := r.bud.alloc(int64(w)); err != nil {
+		if err := r.bud.alloc(int64(len(s)) + w - n); err != nil {
 			return Value{}, err
 		}
-		sign := ""
+		var b strings.Builder
+		b.Grow(len(s) + int(w-n))
 		if s != "" && (s[0] == '+' || s[0] == '-') {
-			sign, s = s[:1], s[1:]
+			b.WriteByte(s[0])
+			s = s[1:]
 		}
-		return String(sign + strings.Repeat("0", w-n) + s), nil
+		for range w - n {
+			b.WriteByte('0')
+		}
+		b.WriteString(s)
+		return String(b.String()), nil
 	case "center", "ljust", "rjust":
 		a, err := bindArgs(name, args, kw, "width", "fillchar")
 		if err != nil {
@@ -538,7 +559,7 @@ func (r *renderer) strMethod(recv Value, name string, args []Value, kw []Kwarg) 
 				return Value{}, typeErr("The fill character must be exactly one character long")
 			}
 		}
-		if err := r.bud.allocMul(max(w, 0), int64(len(fill))); err != nil {
+		if err := r.bud.alloc(padSize(s, w, fill)); err != nil {
 			return Value{}, err
 		}
 		return String(pyPad(s, int(w), fill, name[0])), nil

@@ -53,7 +53,7 @@ func (e *dictExpr) eval(r *renderer) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		if err := d.Set(k, v); err != nil {
+		if err := d.set(&r.bud, k, v); err != nil {
 			return Value{}, withLine(err, e.line)
 		}
 	}
@@ -111,7 +111,7 @@ func (r *renderer) getattr(obj Value, name string) (Value, error) {
 		return v, err
 	}
 	if obj.k == KindDict {
-		if v, ok := obj.dict().Get(String(name)); ok {
+		if v, ok := obj.dict().GetString(name); ok {
 			return v, nil
 		}
 	}
@@ -124,8 +124,9 @@ func (r *renderer) getitem(obj, key Value) (Value, error) {
 	case KindUndefined:
 		return Value{}, undefError(obj)
 	case KindDict:
-		if v, ok := obj.dict().Get(key); ok {
-			return v, nil
+		v, ok, err := obj.dict().get(&r.bud, key)
+		if ok || err != nil {
+			return v, err
 		}
 	case KindList, KindTuple:
 		if g := obj.p.(*listObj).gen; g != "" {
@@ -143,6 +144,9 @@ func (r *renderer) getitem(obj, key Value) (Value, error) {
 		}
 	case KindString:
 		if key.isIntLike() {
+			if err := r.bud.scan(len(obj.s)); err != nil {
+				return Value{}, err
+			}
 			if c, ok := runeAt(obj.s, key.n); ok {
 				return String(c), nil
 			}
@@ -267,43 +271,59 @@ func (r *renderer) sliceValue(obj Value, start, stop, step *int64) (Value, error
 		return List(out...), nil
 	case KindString:
 		s := obj.s
+		if err := r.bud.scan(len(s)); err != nil {
+			return Value{}, err
+		}
 		ascii := isASCII(s)
-		var runes []string
 		n := int64(len(s))
 		if !ascii {
-			runes = splitRunes(s)
-			n = int64(len(runes))
+			n = int64(utf8.RuneCountInString(s))
 		}
 		a, b, st, err := sliceIndices(n, start, stop, step)
 		if err != nil {
 			return Value{}, err
 		}
 		if st == 1 {
+			// a substring: free, and found without a string per code point
 			if b <= a {
 				return String(""), nil
 			}
 			if ascii {
 				return String(s[a:b]), nil
 			}
-			off := 0
-			for _, x := range runes[:a] {
-				off += len(x)
-			}
-			end := off
-			for _, x := range runes[a:b] {
-				end += len(x)
-			}
+			off := runeToByteIndex(s, int(a))
+			end := off + runeToByteIndex(s[off:], int(b-a))
 			return String(s[off:end]), nil
 		}
 		bb := &bounded{bud: &r.bud}
-		for i := a; (st > 0 && i < b) || (st < 0 && i > b); i += st {
-			if ascii {
+		switch {
+		case ascii:
+			for i := a; ((st > 0 && i < b) || (st < 0 && i > b)) && bb.err == nil; i += st {
 				bb.WriteByte(s[i])
-			} else {
-				bb.WriteString(runes[i])
+			}
+		case st > 0:
+			next, k := a, int64(0)
+			for i := 0; i < len(s) && next < b && bb.err == nil; k++ {
+				size := runeSize(s, i)
+				if k == next {
+					bb.WriteString(s[i : i+size])
+					next += st
+				}
+				i += size
+			}
+		default:
+			next, k := a, n-1
+			for i := len(s); i > 0 && next > b && bb.err == nil; k-- {
+				_, size := utf8.DecodeLastRuneInString(s[:i])
+				if k == next {
+					bb.WriteString(s[i-size : i])
+					next += st
+				}
+				i -= size
 			}
 		}
-		return String(bb.String()), bb.err
+		out, err := bb.result()
+		return String(out), err
 	case KindNone:
 		return Value{}, typeErr("'NoneType' object is not subscriptable")
 	}
@@ -317,15 +337,6 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-// splitRunes returns each code point of s as a substring.
-func splitRunes(s string) []string {
-	out := make([]string, 0, len(s))
-	for i := range s {
-		out = append(out, s[i:i+runeSize(s, i)])
-	}
-	return out
 }
 
 func (e *callExpr) eval(r *renderer) (Value, error) {
@@ -374,7 +385,7 @@ func (r *renderer) call(fn Value, args []Value, kw []Kwarg, line int) (Value, er
 		if fn.k != KindCallable {
 			break
 		}
-		v, err := f.fn(&Call{Name: f.name, Args: args, Kwargs: kw})
+		v, err := f.fn(&Call{Name: f.name, Args: args, Kwargs: kw, r: r})
 		if err != nil {
 			return Value{}, err
 		}
@@ -558,7 +569,25 @@ func (r *renderer) str(v Value) (string, error) {
 	}
 	b := &bounded{bud: &r.bud}
 	writeStr(b, v)
-	return b.String(), b.err
+	return b.result()
+}
+
+// print is str(v) as Python's str() makes it (an Undefined of any kind is ""), charged against
+// MaxBytes unless v is a string already.
+func (r *renderer) print(v Value) (string, error) {
+	if v.k == KindString {
+		return v.s, nil
+	}
+	b := &bounded{bud: &r.bud}
+	writeStr(b, v)
+	return b.result()
+}
+
+// repr is repr(v), charged against MaxBytes.
+func (r *renderer) repr(v Value) (string, error) {
+	b := &bounded{bud: &r.bud}
+	writeRepr(b, v)
+	return b.result()
 }
 
 func (e *compareExpr) eval(r *renderer) (Value, error) {
@@ -571,7 +600,7 @@ func (e *compareExpr) eval(r *renderer) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		ok, err := compareOp(op, l, rv)
+		ok, err := compareOp(&r.bud, op, l, rv)
 		if err != nil {
 			return Value{}, withLine(err, e.line)
 		}
@@ -581,174 +610,6 @@ func (e *compareExpr) eval(r *renderer) (Value, error) {
 		l = rv
 	}
 	return Bool(true), nil
-}
-
-func compareOp(op string, a, b Value) (bool, error) {
-	switch op {
-	case "==":
-		return equal(a, b), nil
-	case "!=":
-		return !equal(a, b), nil
-	case "in":
-		return contains2(b, a)
-	case "notin":
-		in, err := contains2(b, a)
-		return !in, err
-	}
-	if a.k == KindUndefined {
-		return false, undefError(a)
-	}
-	if b.k == KindUndefined {
-		return false, undefError(b)
-	}
-	c, err := compare(a, b)
-	if err != nil {
-		if e, ok := err.(*Error); ok && e.Msg == "" {
-			return false, typeErr("'%s' not supported between instances of '%s' and '%s'", op, typeName(a), typeName(b))
-		}
-		return false, err
-	}
-	switch op {
-	case "<":
-		return c < 0, nil
-	case "<=":
-		return c <= 0, nil
-	case ">":
-		return c > 0, nil
-	case ">=":
-		return c >= 0, nil
-	}
-	return false, fmt.Errorf("jinja: unknown comparison %q", op)
-}
-
-// equal is Python's ==.
-func equal(a, b Value) bool { return equalN(a, b, 0) }
-
-func equalN(a, b Value, depth int) bool {
-	if depth > maxNest {
-		return false
-	}
-	if a.isNum() && b.isNum() {
-		if a.k == KindFloat || b.k == KindFloat {
-			return toFloat(a) == toFloat(b)
-		}
-		return a.n == b.n
-	}
-	switch a.k {
-	case KindString:
-		return b.k == KindString && a.s == b.s
-	case KindNone:
-		return b.k == KindNone
-	case KindUndefined:
-		return b.k == KindUndefined
-	case KindList, KindTuple:
-		if b.k != a.k {
-			return false
-		}
-		x, y := a.list(), b.list()
-		if len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equalN(x[i], y[i], depth+1) {
-				return false
-			}
-		}
-		return true
-	case KindDict:
-		if b.k != KindDict {
-			return false
-		}
-		x, y := a.dict(), b.dict()
-		if x.Len() != y.Len() {
-			return false
-		}
-		for i, k := range x.keys {
-			v, ok := y.Get(k)
-			if !ok || !equalN(x.vals[i], v, depth+1) {
-				return false
-			}
-		}
-		return true
-	}
-	return a.k == b.k && a.p == b.p
-}
-
-func toFloat(v Value) float64 {
-	if v.k == KindFloat {
-		return v.f()
-	}
-	return float64(v.n)
-}
-
-// compare orders two values as Python's < does; a TypeError with an empty message means the
-// types do not order (the caller names the operator).
-func compare(a, b Value) (int, error) { return compareN(a, b, 0) }
-
-func compareN(a, b Value, depth int) (int, error) {
-	if depth > maxNest {
-		return 0, &Error{Type: "RecursionError", Msg: "maximum recursion depth exceeded in comparison", Python: true}
-	}
-	if a.isNum() && b.isNum() {
-		if a.k == KindFloat || b.k == KindFloat {
-			x, y := toFloat(a), toFloat(b)
-			switch {
-			case x < y:
-				return -1, nil
-			case x > y:
-				return 1, nil
-			}
-			return 0, nil
-		}
-		switch {
-		case a.n < b.n:
-			return -1, nil
-		case a.n > b.n:
-			return 1, nil
-		}
-		return 0, nil
-	}
-	if a.k == KindString && b.k == KindString {
-		return strings.Compare(a.s, b.s), nil
-	}
-	if (a.k == KindList || a.k == KindTuple) && a.k == b.k {
-		x, y := a.list(), b.list()
-		for i := 0; i < len(x) && i < len(y); i++ {
-			if equal(x[i], y[i]) {
-				continue
-			}
-			return compareN(x[i], y[i], depth+1)
-		}
-		return len(x) - len(y), nil
-	}
-	return 0, &Error{Type: "TypeError", Python: true}
-}
-
-// contains2 is Python's `item in container`.
-func contains2(container, item Value) (bool, error) {
-	switch container.k {
-	case KindString:
-		if item.k != KindString {
-			return false, typeErr("'in <string>' requires string as left operand, not %s", typeName(item))
-		}
-		return strings.Contains(container.s, item.s), nil
-	case KindList, KindTuple:
-		for _, x := range container.list() {
-			if equal(x, item) {
-				return true, nil
-			}
-		}
-		return false, nil
-	case KindDict:
-		if _, ok := hashKey(item); !ok {
-			return false, typeErr("unhashable type: '%s'", typeName(item))
-		}
-		_, ok := container.dict().Get(item)
-		return ok, nil
-	case KindUndefined:
-		return false, nil
-	}
-	return false, typeErr("argument of type '%s' is not iterable", typeName(container))
 }
 
 // runeSize is the byte length of the code point at s[i] (1 for an invalid byte).

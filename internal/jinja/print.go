@@ -11,33 +11,42 @@ import (
 )
 
 // String is Python's str(v) as Jinja2 prints it ({{ v }}): True/False/None, floats as repr,
-// containers as Python's repr, Undefined as "".
+// containers as Python's repr, Undefined as "". It walks the whole value, without limits: a
+// Func given a value a template built prints it under the render's limits with Call.Str.
 func (v Value) String() string {
 	if v.k == KindString {
 		return v.s
 	}
-	var b strings.Builder
-	writeStr(&b, v)
+	b := &bounded{}
+	writeStr(b, v)
 	return b.String()
 }
 
-// Repr is Python's repr(v).
-func (v Value) Repr() string { return repr(v) }
+// Repr is Python's repr(v). Like String, it walks the whole value.
+func (v Value) Repr() string {
+	b := &bounded{}
+	writeRepr(b, v)
+	return b.String()
+}
 
+// maxReprInMessage bounds the repr of a value that an error message shows (an undefined
+// element's key, the value list.index did not find): a longer one is cut, with "..." after
+// it, where Python would print it all. Messages are read by people, and a value a template
+// built can be a DAG whose repr is exponentially long.
+const maxReprInMessage = 1 << 16
+
+// repr is Python's repr(v) for an error message: at most about maxReprInMessage bytes.
 func repr(v Value) string {
-	var b strings.Builder
-	writeRepr(&b, v)
+	b := &bounded{root: true, max: maxReprInMessage}
+	writeRepr(b, v)
+	if b.err != nil {
+		return b.String() + "..."
+	}
 	return b.String()
 }
 
-// strWriter is where str/repr write; strings.Builder and the budgeted builder both are.
-type strWriter interface {
-	WriteString(string) (int, error)
-	WriteByte(byte) error
-	WriteRune(rune) (int, error)
-}
-
-func writeStr(b strWriter, v Value) {
+// writeStr writes str(v).
+func writeStr(b *bounded, v Value) {
 	switch v.k {
 	case KindString:
 		b.WriteString(v.s)
@@ -51,14 +60,19 @@ func writeStr(b strWriter, v Value) {
 // (Python stops at its recursion limit, about 1000).
 const maxNest = 1000
 
-func writeRepr(b strWriter, v Value) { writeReprN(b, v, 0) }
+func writeRepr(b *bounded, v Value) { writeReprN(b, v, 0) }
 
-func writeReprN(b strWriter, v Value, depth int) {
+// writeReprN writes repr(v) at nesting depth. It charges a step per value (bounded.visit) and
+// returns as soon as b has failed, so that the walk of a value shared many times over ends at
+// the first limit met instead of visiting every path through it.
+func writeReprN(b *bounded, v Value, depth int) {
+	if !b.visit() {
+		return
+	}
 	if depth > maxNest {
-		if bb, ok := b.(*bounded); ok && bb.err == nil {
-			bb.err = &Error{Type: "RecursionError", Msg: "maximum recursion depth exceeded while getting the repr of an object", Python: true}
+		if b.err == nil {
+			b.err = &Error{Type: "RecursionError", Msg: "maximum recursion depth exceeded while getting the repr of an object", Python: true}
 		}
-		b.WriteString("...")
 		return
 	}
 	switch v.k {
@@ -92,6 +106,9 @@ func writeReprN(b strWriter, v Value, depth int) {
 		b.WriteByte(open)
 		items := v.list()
 		for i, it := range items {
+			if b.err != nil {
+				return
+			}
 			if i > 0 {
 				b.WriteString(", ")
 			}
@@ -110,7 +127,9 @@ func writeReprN(b strWriter, v Value, depth int) {
 	case KindCallable:
 		switch f := v.p.(type) {
 		case *macro:
-			b.WriteString("<Macro " + repr(String(f.name)) + ">")
+			b.WriteString("<Macro ")
+			writeQuoted(b, f.name)
+			b.WriteByte('>')
 		case *goFunc:
 			b.WriteString("<function " + f.name + ">")
 		case *method:
@@ -123,9 +142,12 @@ func writeReprN(b strWriter, v Value, depth int) {
 	}
 }
 
-func writeDictRepr(b strWriter, d *Dict, depth int) {
+func writeDictRepr(b *bounded, d *Dict, depth int) {
 	b.WriteByte('{')
 	for i, k := range d.keys {
+		if b.err != nil {
+			return
+		}
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -137,13 +159,16 @@ func writeDictRepr(b strWriter, d *Dict, depth int) {
 }
 
 // writeQuoted is Python's repr of a str: single quotes unless the string has ' and no ".
-func writeQuoted(b strWriter, s string) {
+func writeQuoted(b *bounded, s string) {
 	q := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		q = '"'
 	}
 	b.WriteByte(q)
 	for _, r := range s {
+		if b.err != nil {
+			return
+		}
 		switch {
 		case r == rune(q) || r == '\\':
 			b.WriteByte('\\')
@@ -235,8 +260,8 @@ type jsonOpts struct {
 
 // writeJSON is Python's json.dumps.
 func writeJSON(b *bounded, v Value, o *jsonOpts, level int) error {
-	if err := b.err; err != nil {
-		return err
+	if !b.visit() {
+		return b.err
 	}
 	if level > maxNest {
 		return &Error{Type: "RecursionError", Msg: "maximum recursion depth exceeded while encoding a JSON object", Python: true}
@@ -297,8 +322,11 @@ func writeJSON(b *bounded, v Value, o *jsonOpts, level int) error {
 		if o.sortKeys {
 			var err error
 			sort.SliceStable(order, func(i, j int) bool {
-				c, e := compare(d.keys[order[i]], d.keys[order[j]])
-				if e != nil && err == nil {
+				if err != nil {
+					return false
+				}
+				c, e := compare(b.bud, d.keys[order[i]], d.keys[order[j]])
+				if e != nil {
 					err = e
 				}
 				return c < 0
@@ -349,9 +377,12 @@ func jsonNewline(b *bounded, o *jsonOpts, level int) {
 	}
 }
 
-func writeJSONString(b strWriter, s string, ascii bool) {
+func writeJSONString(b *bounded, s string, ascii bool) {
 	b.WriteByte('"')
 	for _, r := range s {
+		if b.err != nil {
+			return
+		}
 		switch r {
 		case '"':
 			b.WriteString(`\"`)

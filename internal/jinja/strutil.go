@@ -34,165 +34,51 @@ func pyStrip(s string, chars *string, left, right bool) string {
 	return s
 }
 
-// pySplitWS is str.split() without a separator: runs of whitespace, at most maxsplit splits
-// (negative: no limit).
-func pySplitWS(s string, maxsplit int) []string {
-	var out []string
-	i := 0
-	for {
-		for i < len(s) {
-			r, n := utf8.DecodeRuneInString(s[i:])
-			if !pyIsSpace(r) {
-				break
-			}
-			i += n
-		}
-		if i >= len(s) {
-			return out
-		}
-		if maxsplit >= 0 && len(out) == maxsplit {
-			return append(out, s[i:])
-		}
-		j := i
-		for j < len(s) {
-			r, n := utf8.DecodeRuneInString(s[j:])
-			if pyIsSpace(r) {
-				break
-			}
-			j += n
-		}
-		out = append(out, s[i:j])
-		i = j
+// Case mappings write into a bounded builder, which charges the bytes before it grows: an
+// upper-cased string can be three times as long as its source (ΐ is three code points), and a
+// template can map a string as long as MaxBytes.
+
+func upperRune(b *bounded, r rune) {
+	if m, ok := upperSpecial[r]; ok {
+		b.WriteString(m)
+	} else {
+		b.WriteRune(unicode.ToUpper(r))
 	}
 }
 
-// pyRSplitWS is str.rsplit() without a separator.
-func pyRSplitWS(s string, maxsplit int) []string {
-	var rev []string
-	j := len(s)
-	for {
-		for j > 0 {
-			r, n := utf8.DecodeLastRuneInString(s[:j])
-			if !pyIsSpace(r) {
-				break
-			}
-			j -= n
-		}
-		if j <= 0 {
-			break
-		}
-		if maxsplit >= 0 && len(rev) == maxsplit {
-			rev = append(rev, s[:j])
-			break
-		}
-		i := j
-		for i > 0 {
-			r, n := utf8.DecodeLastRuneInString(s[:i])
-			if pyIsSpace(r) {
-				break
-			}
-			i -= n
-		}
-		rev = append(rev, s[i:j])
-		j = i
+func lowerRune(b *bounded, r rune) {
+	if m, ok := lowerSpecial[r]; ok {
+		b.WriteString(m)
+	} else {
+		b.WriteRune(unicode.ToLower(r))
 	}
-	for a, b := 0, len(rev)-1; a < b; a, b = a+1, b-1 {
-		rev[a], rev[b] = rev[b], rev[a]
-	}
-	return rev
 }
 
-// pyRSplit is str.rsplit(sep, maxsplit).
-func pyRSplit(s, sep string, maxsplit int) []string {
-	if maxsplit < 0 {
-		return strings.Split(s, sep)
-	}
-	var rev []string
-	for len(rev) < maxsplit {
-		i := strings.LastIndex(s, sep)
-		if i < 0 {
-			break
-		}
-		rev = append(rev, s[i+len(sep):])
-		s = s[:i]
-	}
-	rev = append(rev, s)
-	for a, b := 0, len(rev)-1; a < b; a, b = a+1, b-1 {
-		rev[a], rev[b] = rev[b], rev[a]
-	}
-	return rev
-}
-
-func isLineBreak(r rune) bool {
-	switch r {
-	case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
-		return true
-	}
-	return false
-}
-
-// pySplitLines is str.splitlines(keepends).
-func pySplitLines(s string, keepends bool) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !isLineBreak(r) {
-			i += n
-			continue
-		}
-		end := i + n
-		if r == '\r' && end < len(s) && s[end] == '\n' {
-			end++
-		}
-		if keepends {
-			out = append(out, s[start:end])
-		} else {
-			out = append(out, s[start:i])
-		}
-		start, i = end, end
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-func pyUpper(s string) string {
-	if isASCII(s) {
-		return strings.ToUpper(s)
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if m, ok := upperSpecial[r]; ok {
-			b.WriteString(m)
-		} else {
-			b.WriteRune(unicode.ToUpper(r))
-		}
-	}
-	return b.String()
-}
-
-func pyLower(s string) string {
-	if isASCII(s) {
-		return strings.ToLower(s)
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if m, ok := lowerSpecial[r]; ok {
-			b.WriteString(m)
-		} else {
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	return b.String()
-}
-
-func titleRune(b *strings.Builder, r rune) {
+func titleRune(b *bounded, r rune) {
 	if m, ok := titleSpecial[r]; ok {
 		b.WriteString(m)
 	} else {
 		b.WriteRune(unicode.ToTitle(r))
+	}
+}
+
+// pyUpper is str.upper.
+func pyUpper(b *bounded, s string) {
+	for _, r := range s {
+		if b.err != nil {
+			return
+		}
+		upperRune(b, r)
+	}
+}
+
+// pyLower is str.lower (and casefold, which differs only for a few code points: ß, ...).
+func pyLower(b *bounded, s string) {
+	for _, r := range s {
+		if b.err != nil {
+			return
+		}
+		lowerRune(b, r)
 	}
 }
 
@@ -201,45 +87,83 @@ func isCased(r rune) bool {
 }
 
 // pyTitle is str.title: a cased code point after an uncased one is title-cased, others lowered.
-func pyTitle(s string) string {
-	var b strings.Builder
+func pyTitle(b *bounded, s string) {
 	prevCased := false
 	for _, r := range s {
+		if b.err != nil {
+			return
+		}
 		if prevCased {
-			b.WriteString(pyLower(string(r)))
+			lowerRune(b, r)
 		} else {
-			titleRune(&b, r)
+			titleRune(b, r)
 		}
 		prevCased = isCased(r)
 	}
-	return b.String()
 }
 
 // pyCapitalize is str.capitalize: the first code point title-cased, the rest lowered.
-func pyCapitalize(s string) string {
+func pyCapitalize(b *bounded, s string) {
 	if s == "" {
-		return s
+		return
 	}
 	r, n := utf8.DecodeRuneInString(s)
-	var b strings.Builder
-	titleRune(&b, r)
-	b.WriteString(pyLower(s[n:]))
-	return b.String()
+	titleRune(b, r)
+	pyLower(b, s[n:])
 }
 
-func pySwapcase(s string) string {
-	var b strings.Builder
+// pySwapcase is str.swapcase.
+func pySwapcase(b *bounded, s string) {
 	for _, r := range s {
+		if b.err != nil {
+			return
+		}
 		switch {
 		case unicode.IsUpper(r):
-			b.WriteString(pyLower(string(r)))
+			lowerRune(b, r)
 		case unicode.IsLower(r):
-			b.WriteString(pyUpper(string(r)))
+			upperRune(b, r)
 		default:
 			b.WriteRune(r)
 		}
 	}
-	return b.String()
+}
+
+// jinjaTitle is Jinja2's title filter: each word's first code point upper-cased, the rest lowered.
+func jinjaTitle(b *bounded, s string) {
+	start := true
+	for _, c := range s {
+		if b.err != nil {
+			return
+		}
+		if pyIsSpace(c) || strings.ContainsRune("-({[<", c) {
+			b.WriteRune(c)
+			start = true
+			continue
+		}
+		if start {
+			upperRune(b, c)
+		} else {
+			lowerRune(b, c)
+		}
+		start = false
+	}
+}
+
+// caseMapped is the case mapping f of s built under the budget. An ASCII string keeps its
+// length under upper and lower (ascii, the standard library's, which is faster): its length is
+// charged and ascii maps it; any other string is built by f into a bounded builder.
+func (r *renderer) caseMapped(s string, f func(*bounded, string), ascii func(string) string) (Value, error) {
+	if ascii != nil && isASCII(s) {
+		if err := r.bud.alloc(int64(len(s))); err != nil {
+			return Value{}, err
+		}
+		return String(ascii(s)), nil
+	}
+	b := &bounded{bud: &r.bud}
+	f(b, s)
+	out, err := b.result()
+	return String(out), err
 }
 
 // pyIsDigit is str.isdigit for one code point: decimal digits and the other digits (superscripts,
@@ -333,6 +257,9 @@ func (r *renderer) pyReplace(s, old, new string, count int) (string, error) {
 	if count >= 0 && count < n {
 		n = count
 	}
+	if err := r.bud.scan(len(s)); err != nil {
+		return "", err
+	}
 	size := int64(len(s)) + int64(n)*(int64(len(new))-int64(len(old)))
 	if err := r.bud.alloc(size); err != nil {
 		return "", err
@@ -359,7 +286,20 @@ func (r *renderer) pyReplace(s, old, new string, count int) (string, error) {
 // runeLen is len(s) in Python.
 func runeLen(s string) int { return utf8.RuneCountInString(s) }
 
-// pyPad is str.center/ljust/rjust.
+// padSize is the length in bytes of pyPad(s, width, fill, how) (fill is one code point); -1
+// (which budget.alloc refuses) when it does not fit in 62 bits.
+func padSize(s string, width int64, fill string) int64 {
+	n := int64(runeLen(s))
+	if width <= n {
+		return int64(len(s))
+	}
+	if width-n > (1<<62-int64(len(s)))/int64(len(fill)) {
+		return -1
+	}
+	return int64(len(s)) + (width-n)*int64(len(fill))
+}
+
+// pyPad is str.center/ljust/rjust, made in one allocation (the caller charges padSize).
 func pyPad(s string, width int, fill string, how byte) string {
 	n := runeLen(s)
 	if width <= n {
@@ -375,7 +315,16 @@ func pyPad(s string, width int, fill string, how byte) string {
 	default:
 		left = marg/2 + (marg & width & 1)
 	}
-	return strings.Repeat(fill, left) + s + strings.Repeat(fill, marg-left)
+	var b strings.Builder
+	b.Grow(len(s) + marg*len(fill))
+	for range left {
+		b.WriteString(fill)
+	}
+	b.WriteString(s)
+	for range marg - left {
+		b.WriteString(fill)
+	}
+	return b.String()
 }
 
 // byteToRuneIndex converts a byte offset in s to a code point index.

@@ -23,16 +23,22 @@ func init() {
 			if err != nil {
 				return false, err
 			}
-			return equal(m, Int(0)), nil
+			return equal(&r.bud, m, Int(0))
 		},
 		"escaped": func(r *renderer, v Value, a []Value) (bool, error) { return v.k == KindString && v.safe, nil },
 		"even": func(r *renderer, v Value, a []Value) (bool, error) {
 			m, err := r.binop("%", v, Int(2))
-			return err == nil && equal(m, Int(0)), err
+			if err != nil {
+				return false, err
+			}
+			return equal(&r.bud, m, Int(0))
 		},
 		"odd": func(r *renderer, v Value, a []Value) (bool, error) {
 			m, err := r.binop("%", v, Int(2))
-			return err == nil && equal(m, Int(1)), err
+			if err != nil {
+				return false, err
+			}
+			return equal(&r.bud, m, Int(1))
 		},
 		"false":   func(r *renderer, v Value, a []Value) (bool, error) { return v.k == KindBool && !v.b(), nil },
 		"true":    func(r *renderer, v Value, a []Value) (bool, error) { return v.k == KindBool && v.b(), nil },
@@ -93,7 +99,7 @@ func init() {
 			if err := arity("test_in", "seq", a); err != nil {
 				return false, err
 			}
-			return contains2(a[0], v)
+			return contains2(&r.bud, a[0], v)
 		},
 	}
 	for _, op := range [][2]string{{"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="},
@@ -104,7 +110,7 @@ func init() {
 			if len(a) != 1 {
 				return false, engineErr("TypeError", "expected 2 arguments, got %d", len(a)+1)
 			}
-			return compareOp(cmp, v, a[0])
+			return compareOp(&r.bud, cmp, v, a[0])
 		}
 	}
 }

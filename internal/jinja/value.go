@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"strconv"
@@ -87,6 +88,29 @@ type Call struct {
 	Name   string
 	Args   []Value
 	Kwargs []Kwarg
+	r      *renderer // the render calling; nil for a Call made outside one
+}
+
+// Str is str(v) built under the limits of the render that made the call: values a template
+// built can be DAGs whose text is exponentially long (a list doubled with [x, x]), which
+// Value.String would walk to the end. Its error is the render's *LimitError or context error,
+// which the callable returns to stop the render.
+func (c *Call) Str(v Value) (string, error) {
+	if c.r == nil {
+		return v.String(), nil
+	}
+	return c.r.print(v)
+}
+
+// Alloc charges n bytes that the callable is about to allocate against the render's MaxBytes,
+// before it allocates them; a callable whose result can be much larger than its arguments calls
+// it first. (What it returns is charged again once it has returned, as every callable's result
+// is.) Its error is the render's *LimitError, which the callable returns.
+func (c *Call) Alloc(n int64) error {
+	if c.r == nil {
+		return nil
+	}
+	return c.r.bud.alloc(n)
 }
 
 // Kwarg is a keyword argument.
@@ -289,9 +313,15 @@ func objectTypeRepr(v Value) string {
 // None, tuple); 1, 1.0 and True are the same key, as in Python.
 type Dict struct {
 	keys, vals []Value
-	idx        map[dictKey]int // built once the dict grows past a few keys
+	// idx finds scalar keys and tidx tuple keys (by their structural hash, keyOf; tuples of
+	// the same hash are told apart by keyEqual); both are built once the dict grows past a few
+	// keys.
+	idx  map[dictKey]int
+	tidx map[uint64][]int
 }
 
+// dictKey is what a key is found by: the same for keys Python finds each other by. A tuple's
+// holds its structural hash in n.
 type dictKey struct {
 	k Kind
 	n int64
@@ -310,12 +340,11 @@ func (d *Dict) Keys() []Value { return d.keys }
 // Values returns the values in insertion order (do not modify).
 func (d *Dict) Values() []Value { return d.vals }
 
-func hashKey(v Value) (dictKey, bool) { return hashKeyN(v, 0) }
+// hashSeed seeds the hash of tuple keys; it is set once, when the package is loaded.
+var hashSeed = maphash.MakeSeed()
 
-func hashKeyN(v Value, depth int) (dictKey, bool) {
-	if depth > maxNest {
-		return dictKey{}, false
-	}
+// scalarKey is the dictKey of a hashable value other than a tuple.
+func scalarKey(v Value) (dictKey, bool) {
 	switch v.k {
 	case KindNone:
 		return dictKey{k: KindNone}, true
@@ -329,85 +358,219 @@ func hashKeyN(v Value, depth int) (dictKey, bool) {
 		return dictKey{k: KindFloat, n: v.n}, true
 	case KindString:
 		return dictKey{k: KindString, s: v.s}, true
-	case KindTuple:
-		var b strings.Builder
-		for _, it := range v.list() {
-			k, ok := hashKeyN(it, depth+1)
-			if !ok {
-				return dictKey{}, false
-			}
-			fmt.Fprintf(&b, "%d:%d:%d:%s;", k.k, k.n, len(k.s), k.s)
-		}
-		return dictKey{k: KindTuple, s: b.String()}, true
 	}
 	return dictKey{}, false
 }
 
-func (d *Dict) find(k Value) int {
-	if d.idx != nil {
-		h, ok := hashKey(k)
-		if !ok {
-			return -1
-		}
-		if i, ok := d.idx[h]; ok {
-			return i
-		}
-		return -1
+// keyOf returns the dictKey of v. A tuple's is a hash of its items, computed in place (the old
+// key was a string as long as all its items together, built before anything was charged), one
+// step charged per value and the strings' bytes as a scan. ok is false when v is unhashable;
+// bad is then the value that is (v, or the item of a tuple that is), which Python's message
+// names. err is the budget's.
+func keyOf(bud *budget, v Value) (k dictKey, bad Value, ok bool, err error) {
+	if v.k != KindTuple {
+		k, ok = scalarKey(v)
+		return k, v, ok, nil
 	}
-	if k.k == KindString {
-		for i, x := range d.keys {
-			if x.k == KindString && x.s == k.s {
-				return i
+	h, bad, ok, err := tupleHash(bud, v, 0)
+	return dictKey{k: KindTuple, n: int64(h)}, bad, ok, err
+}
+
+func tupleHash(bud *budget, v Value, depth int) (uint64, Value, bool, error) {
+	if err := bud.step(1); err != nil {
+		return 0, v, false, err
+	}
+	if depth > maxNest {
+		return 0, v, false, nil
+	}
+	const prime = 1099511628211 // FNV-1a's
+	items := v.list()
+	h := uint64(14695981039346656037) ^ uint64(len(items))
+	for _, it := range items {
+		var x uint64
+		switch it.k {
+		case KindTuple:
+			ih, bad, ok, err := tupleHash(bud, it, depth+1)
+			if !ok || err != nil {
+				return 0, bad, ok, err
+			}
+			x = ih ^ uint64(KindTuple)<<56
+		default:
+			if err := bud.step(1); err != nil {
+				return 0, it, false, err
+			}
+			k, ok := scalarKey(it)
+			if !ok {
+				return 0, it, false, nil
+			}
+			x = uint64(k.n) ^ uint64(k.k)<<56
+			if k.k == KindString {
+				if err := bud.scan(len(k.s)); err != nil {
+					return 0, it, false, err
+				}
+				x = maphash.String(hashSeed, k.s)
 			}
 		}
-		return -1
+		h = (h ^ x) * prime
 	}
-	h, ok := hashKey(k)
-	if !ok {
-		return -1
+	return h, v, true, nil
+}
+
+// keyEqual reports whether two hashable keys are the same key, comparing tuples item by item
+// (the same tuple at once, as Python does), one step charged per value.
+func keyEqual(bud *budget, a, b Value, depth int) (bool, error) {
+	if err := bud.step(1); err != nil {
+		return false, err
+	}
+	if a.k == KindTuple || b.k == KindTuple {
+		if a.k != b.k {
+			return false, nil
+		}
+		if a.p == b.p {
+			return true, nil
+		}
+		x, y := a.list(), b.list()
+		if len(x) != len(y) || depth > maxNest {
+			return false, nil
+		}
+		for i := range x {
+			if eq, err := keyEqual(bud, x[i], y[i], depth+1); !eq || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	ka, _ := scalarKey(a)
+	kb, _ := scalarKey(b)
+	return ka == kb, nil
+}
+
+// find returns the index of key k, -1 when absent or unhashable; err is the budget's.
+func (d *Dict) find(bud *budget, k Value) (int, error) {
+	if k.k == KindString && d.idx == nil {
+		for i, x := range d.keys {
+			if x.k == KindString && x.s == k.s {
+				return i, nil
+			}
+		}
+		return -1, nil
+	}
+	h, _, ok, err := keyOf(bud, k)
+	if !ok || err != nil {
+		return -1, err
+	}
+	return d.findKey(bud, k, h)
+}
+
+// findKey is find for a key whose dictKey is h.
+func (d *Dict) findKey(bud *budget, k Value, h dictKey) (int, error) {
+	if k.k == KindTuple {
+		if d.idx != nil {
+			for _, i := range d.tidx[uint64(h.n)] {
+				if eq, err := keyEqual(bud, d.keys[i], k, 0); eq || err != nil {
+					return i, err
+				}
+			}
+			return -1, nil
+		}
+		for i, x := range d.keys {
+			if x.k != KindTuple {
+				continue
+			}
+			if eq, err := keyEqual(bud, x, k, 0); eq || err != nil {
+				return i, err
+			}
+		}
+		return -1, nil
+	}
+	if d.idx != nil {
+		if i, ok := d.idx[h]; ok {
+			return i, nil
+		}
+		return -1, nil
 	}
 	for i, x := range d.keys {
-		if hx, _ := hashKey(x); hx == h {
-			return i
+		if x.k == KindTuple {
+			continue
+		}
+		if hx, _ := scalarKey(x); hx == h {
+			return i, nil
 		}
 	}
-	return -1
+	return -1, nil
+}
+
+// get is Get under a render's budget.
+func (d *Dict) get(bud *budget, k Value) (Value, bool, error) {
+	i, err := d.find(bud, k)
+	if i < 0 || err != nil {
+		return Value{}, false, err
+	}
+	return d.vals[i], true, nil
+}
+
+// set is Set under a render's budget (which the caller charges for the entry).
+func (d *Dict) set(bud *budget, k, v Value) error {
+	h, bad, ok, err := keyOf(bud, k)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &Error{Type: "TypeError", Msg: fmt.Sprintf("unhashable type: '%s'", typeName(bad)), Python: true}
+	}
+	i, err := d.findKey(bud, k, h)
+	if err != nil {
+		return err
+	}
+	if i >= 0 {
+		d.vals[i] = v
+		return nil
+	}
+	d.keys = append(d.keys, k)
+	d.vals = append(d.vals, v)
+	n := len(d.keys) - 1
+	switch {
+	case d.idx == nil && len(d.keys) > 8:
+		d.idx = make(map[dictKey]int, len(d.keys))
+		for i, x := range d.keys {
+			hx := h
+			if i != n {
+				if hx, _, _, err = keyOf(bud, x); err != nil {
+					d.idx, d.tidx = nil, nil
+					return err
+				}
+			}
+			d.index(hx, i)
+		}
+	case d.idx != nil:
+		d.index(h, n)
+	}
+	return nil
+}
+
+// index records that key i has the dictKey h.
+func (d *Dict) index(h dictKey, i int) {
+	if h.k != KindTuple {
+		d.idx[h] = i
+		return
+	}
+	if d.tidx == nil {
+		d.tidx = map[uint64][]int{}
+	}
+	d.tidx[uint64(h.n)] = append(d.tidx[uint64(h.n)], i)
 }
 
 // Get returns the value of key k.
 func (d *Dict) Get(k Value) (Value, bool) {
-	if i := d.find(k); i >= 0 {
-		return d.vals[i], true
-	}
-	return Value{}, false
+	v, ok, _ := d.get(nil, k)
+	return v, ok
 }
 
 // GetString returns the value of the str key k.
 func (d *Dict) GetString(k string) (Value, bool) { return d.Get(String(k)) }
 
 // Set sets key k (kept at its first position when present). It fails for unhashable keys.
-func (d *Dict) Set(k, v Value) error {
-	if i := d.find(k); i >= 0 {
-		d.vals[i] = v
-		return nil
-	}
-	h, ok := hashKey(k)
-	if !ok {
-		return &Error{Type: "TypeError", Msg: fmt.Sprintf("unhashable type: '%s'", typeName(k)), Python: true}
-	}
-	d.keys = append(d.keys, k)
-	d.vals = append(d.vals, v)
-	if d.idx == nil && len(d.keys) > 8 {
-		d.idx = make(map[dictKey]int, len(d.keys))
-		for i, x := range d.keys {
-			hx, _ := hashKey(x)
-			d.idx[hx] = i
-		}
-	} else if d.idx != nil {
-		d.idx[h] = len(d.keys) - 1
-	}
-	return nil
-}
+func (d *Dict) Set(k, v Value) error { return d.set(nil, k, v) }
 
 // namespace is jinja2.utils.Namespace: the one mutable object of a render.
 type namespace struct{ d *Dict }
