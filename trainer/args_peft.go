@@ -31,16 +31,19 @@ func (m ModelDataArguments) PeftConfig() (cfg peft.LoraConfig, use bool, err err
 	if m.LoraDropout != nil {
 		cfg.LoraDropout = *m.LoraDropout
 	}
+	var targets []string
 	for _, t := range m.LoraTargetModules {
 		for _, e := range strings.Split(t, ",") {
 			if e = strings.TrimSpace(e); e != "" {
-				cfg.TargetModules = append(cfg.TargetModules, e)
+				targets = append(targets, e)
 			}
 		}
 	}
-	if len(m.LoraTargetModules) > 0 && len(cfg.TargetModules) == 0 {
+	if len(m.LoraTargetModules) > 0 && len(targets) == 0 {
 		return cfg, use, fmt.Errorf("--lora_target_modules: no module named")
 	}
+	// TRL hands a lone "all-linear" to PEFT as the string PEFT expands (peft.CommandLineTargets).
+	cfg.TargetModules, cfg.TargetModulesRegex = peft.CommandLineTargets(targets)
 	cfg.ModulesToSave = m.LoraModulesToSave
 	if m.LoraTaskType != nil {
 		cfg.TaskType = *m.LoraTaskType
@@ -120,8 +123,9 @@ func (m ModelDataArguments) AdapterConflicts(ad peft.LoraConfig, adapterDir stri
 		if err != nil {
 			return err
 		}
-		if !sameSet(cfg.TargetModules, ad.TargetModules) {
-			return bad("lora_target_modules", strings.Join(cfg.TargetModules, ","), strings.Join(ad.TargetModules, ","))
+		sameString := cfg.TargetModulesRegex == ad.TargetModulesRegex || cfg.TargetsAllLinear() && ad.TargetsAllLinear()
+		if !sameSet(cfg.TargetModules, ad.TargetModules) || !sameString {
+			return bad("lora_target_modules", targetsFlag(cfg), targetsFlag(ad))
 		}
 	}
 	return nil
@@ -146,4 +150,13 @@ func dedup(xs []string) map[string]bool {
 		m[x] = true
 	}
 	return m
+}
+
+// targetsFlag is a config's target_modules as --lora_target_modules spells it: the string form
+// ("all-linear", an expression) or the names, comma-separated.
+func targetsFlag(c peft.LoraConfig) string {
+	if c.TargetModulesRegex != "" {
+		return c.TargetModulesRegex
+	}
+	return strings.Join(c.TargetModules, ",")
 }

@@ -132,7 +132,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	adapterDir := ""
 	if *adapter != "" {
-		if adapterDir, err = resolveAdapterFlag(ctx, *adapter, *adapterRevision, stderr); err != nil {
+		if adapterDir, err = resolveAdapterFlag(ctx, *adapter, *adapterRevision, *model, stderr); err != nil {
 			return err
 		}
 	}

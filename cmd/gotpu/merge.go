@@ -87,7 +87,7 @@ func runMerge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	adapterDir, err := resolveAdapterFlag(ctx, *adapter, *adapterRevision, stderr)
+	adapterDir, err := resolveAdapterFlag(ctx, *adapter, *adapterRevision, baseDir, stderr)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func runScore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	model = &dir
 	adapterDir := ""
 	if *adapter != "" {
-		if adapterDir, err = resolveAdapterFlag(ctx, *adapter, *adapterRevision, stderr); err != nil {
+		if adapterDir, err = resolveAdapterFlag(ctx, *adapter, *adapterRevision, dir, stderr); err != nil {
 			return err
 		}
 	}

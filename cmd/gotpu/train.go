@@ -153,7 +153,7 @@ func (r *runArgs) adapt(ctx context.Context, rt *xla.Runtime, base models.Model)
 			if err != nil {
 				return nil, err
 			}
-			if dir, err = peft.ResolveAdapter(ctx, dir, models.HubOptions{Hub: c}); err != nil {
+			if dir, err = peft.ResolveAdapter(ctx, dir, base.Config(), models.HubOptions{Hub: c}); err != nil {
 				return nil, err
 			}
 		}

@@ -302,11 +302,13 @@ func evalOnly(ctx context.Context, rt *xla.Runtime, o options, m models.Model, e
 func loraConfig(o options) (peft.LoraConfig, error) {
 	c := peft.DefaultLoraConfig()
 	c.R, c.LoraAlpha, c.LoraDropout = o.loraR, o.loraAlpha, o.loraDropout
+	var names []string
 	for _, t := range strings.Split(o.targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
-			c.TargetModules = append(c.TargetModules, t)
+			names = append(names, t)
 		}
 	}
+	c.TargetModules, c.TargetModulesRegex = peft.CommandLineTargets(names)
 	return c, c.Validate()
 }
 

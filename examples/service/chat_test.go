@@ -102,7 +102,7 @@ func TestGenerateChat(t *testing.T) {
 	if err := json.Unmarshal([]byte(conv), &msgs); err != nil {
 		t.Fatal(err)
 	}
-	r, err := tm.Render(msgs, chat.RenderOptions{AddGenerationPrompt: true})
+	r, err := tm.Render(t.Context(), msgs, chat.RenderOptions{AddGenerationPrompt: true})
 	if err != nil {
 		t.Fatal(err)
 	}

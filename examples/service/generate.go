@@ -190,6 +190,8 @@ type genSource struct {
 	// adapterDir, when set, is a PEFT LoRA adapter directory attached to the model of dir;
 	// adapterLabel is how messages name it.
 	adapterDir, adapterLabel string
+	// cfg is the model's config (pretrainedSource), which bounds a Hub adapter's weights.
+	cfg models.Config
 	// fetch, when set, brings the weights (the model's, an adapter's) into place: it runs once a
 	// generation slot is held, so MaxGenerating bounds the downloads too. A *requestError from it
 	// is the client's (400).
@@ -245,7 +247,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 	var cp *chatPrompt
 	if g.messages != nil {
 		var re *requestError
-		if cp, re = s.renderChat(src, tok, g.messages); re != nil {
+		if cp, re = s.renderChat(r.Context(), src, tok, g.messages); re != nil {
+			if r.Context().Err() != nil {
+				return // the client is gone: the render stopped with its request
+			}
 			s.met.gens.WithLabelValues("bad_request").Inc()
 			writeError(w, http.StatusBadRequest, re.Error(), re.Fields)
 			return
@@ -274,6 +279,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, src genSource,
 
 	start := time.Now()
 	m, err := models.Load(r.Context(), s.rt, dir, models.LoadOptions{})
+	if err != nil && src.what == "model" && r.Context().Err() == nil {
+		// A model the request named (a directory, a Hub repo) whose files do not load is the
+		// request's to change, as an adapter's are below: 400 naming the file, not a 500.
+		s.met.gens.WithLabelValues("bad_request").Inc()
+		msg := "model: " + relabel(err, dir, src.label)
+		writeError(w, http.StatusBadRequest, msg, []fieldError{{Field: "model", Message: msg}})
+		return
+	}
 	if err != nil {
 		s.met.gens.WithLabelValues("error").Inc()
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("loading %s: %s", src.label, relabel(err, dir, src.label)), nil)
@@ -517,8 +530,10 @@ type chatPrompt struct {
 // template beside the tokenizer (its directory's tokenizer_config.json, a chat_template.jinja
 // there winning, as transformers loads them; or a chat_template.jinja alone) and
 // add_generation_prompt, tokenized without added special tokens (templates write their bos).
-// Every failure is the request's: another tokenizer, or other messages.
-func (s *Server) renderChat(src genSource, tok tokenizer.Tokenizer, msgs []json.RawMessage) (*chatPrompt, *requestError) {
+// Every failure is the request's: another tokenizer, or other messages; a template that
+// reaches its render limits too. The render runs under ctx, the request's: a template is
+// input, and one that takes seconds to reach its limits stops when its client leaves.
+func (s *Server) renderChat(ctx context.Context, src genSource, tok tokenizer.Tokenizer, msgs []json.RawMessage) (*chatPrompt, *requestError) {
 	re := &requestError{}
 	label := func(err error) string {
 		msg := err.Error()
@@ -553,7 +568,7 @@ func (s *Server) renderChat(src genSource, tok tokenizer.Tokenizer, msgs []json.
 		re.add("messages", "the %s's chat template: %s", src.what, label(err))
 		return nil, re
 	}
-	r, err := tm.Render(msgs, chat.RenderOptions{AddGenerationPrompt: true})
+	r, err := tm.Render(ctx, msgs, chat.RenderOptions{AddGenerationPrompt: true})
 	var raised *chat.RaiseError
 	switch {
 	case errors.As(err, &raised):
@@ -572,7 +587,10 @@ func (s *Server) renderChat(src genSource, tok tokenizer.Tokenizer, msgs []json.
 	for i, id := range e.IDs {
 		cp.ids[i] = int(id)
 	}
-	cp.stops = tm.StopTokens(tok)
+	if cp.stops, err = tm.StopTokens(ctx, tok); err != nil {
+		re.add("messages", "the chat template's stop tokens: %v", err) // ctx is done: nobody reads it
+		return nil, re
+	}
 	return cp, nil
 }
 

@@ -85,6 +85,7 @@ func (s *Server) pretrainedSource(ctx context.Context, name, tokName string, rev
 	if _, _, ok := causalDims(cfg); !ok {
 		return fail("model", fmt.Sprintf("%s is not a causal language model; generation takes GPT-2, Llama, Mistral, Qwen2, Qwen3 or Gemma 3", cfg.Architecture()))
 	}
+	src.cfg = cfg
 	if err := checkWeightsFit(s.rt, cfg); err != nil {
 		return fail("model", fmt.Sprintf("%q: %v", name, err))
 	}
@@ -186,20 +187,31 @@ func (s *Server) adapterSource(ctx context.Context, src *genSource, name string,
 	if as.repo != nil {
 		dir = filepath.Dir(as.path)
 	}
-	if _, msg := checkAdapterDir(dir, name, as.repo == nil); msg != "" {
+	lc, msg := checkAdapterDir(dir, name, as.repo == nil)
+	if msg != "" {
 		re.add("adapter", "%s", msg)
 		return re
 	}
+	// A Hub adapter's weights are bounded by what its config implies on the model
+	// (fetchAdapterWeights); a config that cannot be bounded — its targets match no module of the
+	// model — is refused now, before a slot is waited for. A local adapter is checked exactly
+	// when it is attached.
+	if as.repo != nil {
+		if _, err := peft.MaxWeightsBytes(src.cfg, lc); err != nil {
+			re.add("adapter", "%q: %s: %v", name, peft.ConfigFile, err)
+			return re
+		}
+	}
 	src.adapterDir, src.adapterLabel, src.resp.Adapter = dir, name, name
 	if as.repo != nil {
-		repo, hf, model := *as.repo, s.hub, src.fetch
+		repo, hf, model, base := *as.repo, s.hub, src.fetch, src.cfg
 		src.fetch = func(ctx context.Context) error {
 			if model != nil {
 				if err := model(ctx); err != nil {
 					return err
 				}
 			}
-			err := fetchAdapterWeights(ctx, hf.c, repo, dir)
+			err := fetchAdapterWeights(ctx, hf.c, repo, dir, base)
 			if err == nil || isUpstreamFailure(err) || ctx.Err() != nil {
 				return err
 			}

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotpu/gotpu/data/chat"
+	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 )
 
 // defaultHubTimeout bounds each Hub call a request waits for (config.json, tokenizer.json): a
@@ -103,12 +106,17 @@ func resolveName(ctx context.Context, paths *pathPolicy, hf *hubFetcher, field, 
 	return f, nil
 }
 
-// fetch downloads one file of repo (within the fetcher's timeout) and returns it with the repo
-// pinned at the commit it came from.
+// fetch downloads one file of repo (within the fetcher's timeout, and no larger than the service
+// reads such a file: smallFileLimit) and returns it with the repo pinned at the commit it came
+// from.
 func (h *hubFetcher) fetch(ctx context.Context, repo hub.Repo, file string) (source, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	p, err := h.c.Download(ctx, repo, file)
+	c, err := h.c.WithLimits(hub.Limits{File: smallFileLimit(file)})
+	if err != nil {
+		return source{}, err
+	}
+	p, err := c.Download(ctx, repo, file)
 	if err != nil {
 		return source{}, err
 	}
@@ -118,6 +126,25 @@ func (h *hubFetcher) fetch(ctx context.Context, repo hub.Repo, file string) (sou
 	}
 	pinned := hub.Repo{ID: repo.ID, Type: repo.Type, Revision: commit}
 	return source{path: p, repo: &pinned}, nil
+}
+
+// smallFileLimit is the largest file of this name the service reads while a request waits: the
+// readers' own limits, so that a file they would refuse is refused from the size the Hub
+// announces, before it is downloaded (0: no limit).
+func smallFileLimit(file string) int64 {
+	switch file {
+	case "config.json":
+		return maxConfigBytes
+	case "tokenizer.json":
+		return tokenizer.MaxFileSize
+	case "tokenizer_config.json":
+		return chat.MaxConfigBytes
+	case "chat_template.jinja":
+		return chat.MaxTemplateBytes
+	case peft.ConfigFile:
+		return peft.MaxConfigBytes
+	}
+	return 0
 }
 
 // fetchOptional is fetch for a file the repo may lack (a model's tokenizer.json): "" and no
@@ -205,6 +232,11 @@ func modelTokenizer(ctx context.Context, hf *hubFetcher, dir string, repo *hub.R
 // fetchWeights brings the weights of a model whose config.json was fetched at validation into
 // its snapshot directory (models.ResolvePretrained: model.safetensors, or the index and its
 // shards, and generation_config.json) and returns that directory, which must be want.
+// ResolvePretrained bounds the weights by what config.json implies (models.MaxWeightsBytes),
+// checking each file's size from the Hub's metadata before it is downloaded, so a repo whose
+// config implies a tiny model but whose weights are hundreds of megabytes is refused without
+// fetching them: hub.ErrTooLarge, with an error naming the file and the limit, which the callers
+// answer as the request's to change (400), like any failure that is not the Hub's.
 func fetchWeights(ctx context.Context, hc *hub.Client, repo hub.Repo, want string) (string, error) {
 	if hc == nil {
 		return "", fmt.Errorf("model %s: the service has no Hub client", repo)

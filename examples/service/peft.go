@@ -78,7 +78,20 @@ func (s *jobSpec) resolvePeft(ctx context.Context, re *requestError, md *trainer
 		cfg.BaseModelNameOrPath = str(md.ModelNameOrPath)
 		s.Peft = &cfg
 	}
-	s.trainable = loraTrainableBound(s.modelCfg, cfg.R)
+	// The adapter's elements, bounded from the two configs (peft.MaxElements): the budget counts
+	// gradients and optimizer state for these only (a LoRA job's are a few MB where full
+	// fine-tuning would need gigabytes); the trainer checks again with the adapter's exact size.
+	// A config that selects no weight matrix of the model is refused here, before the job runs.
+	n, err := peft.MaxElements(s.modelCfg, cfg)
+	if err != nil {
+		if given != "" {
+			re.add(field, "%q: %v", given, err)
+		} else {
+			re.add(field, "%v", err)
+		}
+		return
+	}
+	s.trainable = n
 }
 
 // peftFieldError splits the trainer's PEFT errors ("--lora_r: 0 must be positive", "--lora_r 8:
@@ -132,7 +145,7 @@ func checkAdapterDir(dir, given string, local bool) (peft.LoraConfig, string) {
 // targets again, exactly, when the job builds the model (an entry matching only an embedding,
 // say, is refused there).
 func checkTargets(cfg models.Config, lc peft.LoraConfig) string {
-	if len(lc.TargetModules) == 0 || (len(lc.TargetModules) == 1 && lc.TargetModules[0] == peft.AllLinear) {
+	if len(lc.TargetModules) == 0 { // the default, "all-linear" (a string) or an expression
 		return ""
 	}
 	params, err := models.ParamShapes(cfg)
@@ -155,40 +168,36 @@ func checkTargets(cfg models.Config, lc peft.LoraConfig) string {
 	return ""
 }
 
-// loraTrainableBound is an upper bound of a rank-r adapter's elements on a model of cfg, from
-// its config alone: r·(in+out) for every weight matrix, at most the model's own size. The budget
-// counts gradients and optimizer state for these only (a LoRA job's are a few MB where full
-// fine-tuning would need gigabytes); the trainer checks again with the adapter's exact size.
-func loraTrainableBound(cfg models.Config, r int) int64 {
-	params, err := models.ParamShapes(cfg)
-	if err != nil {
-		return 0
-	}
-	var bound, all int64
-	for _, p := range params {
-		all += int64(p.NumElements())
-		if len(p.Shape) == 2 {
-			bound += int64(r) * int64(p.Shape[0]+p.Shape[1])
-		}
-	}
-	return max(min(bound, all), 1)
-}
-
 // fetchAdapterWeights brings the adapter_model.safetensors of a Hub adapter whose
 // adapter_config.json was fetched at validation into its snapshot directory, want, from the same
-// commit.
-func fetchAdapterWeights(ctx context.Context, hc *hub.Client, repo hub.Repo, want string) error {
+// commit. The download is bounded by what that config implies on base, the model the adapter
+// attaches to (peft.MaxWeightsBytes), checked against the size the Hub announces before any byte
+// is written: weights over it are an error wrapping hub.ErrTooLarge naming the repo, the file and
+// the limit, which the callers answer as the request's to change (400, or a failed job).
+func fetchAdapterWeights(ctx context.Context, hc *hub.Client, repo hub.Repo, want string, base models.Config) error {
 	if hc == nil {
 		return fmt.Errorf("adapter %s: the service has no Hub client", repo)
 	}
-	p, err := hc.Download(ctx, repo, peft.WeightsFile)
+	lc, err := peft.ReadConfig(filepath.Join(want, peft.ConfigFile))
+	if err != nil {
+		return fmt.Errorf("adapter %s: %w", repo, err)
+	}
+	limit, err := peft.MaxWeightsBytes(base, lc)
+	if err != nil {
+		return fmt.Errorf("adapter %s: %s: %w", repo, peft.ConfigFile, err)
+	}
+	weights, err := hc.WithLimits(hub.Limits{File: limit})
+	if err != nil {
+		return err
+	}
+	p, err := weights.Download(ctx, repo, peft.WeightsFile)
 	if errors.Is(err, hub.ErrEntryNotFound) {
 		if ok, _ := hc.FileExists(ctx, repo, peft.PickleWeightsFile); ok {
 			return fmt.Errorf("adapter %s has only %s, a pickle gotpu does not read: save it with safe_serialization=True", repo, peft.PickleWeightsFile)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("adapter %s: %w", repo, err)
+		return peft.WeightsError(repo.String(), base, limit, err)
 	}
 	if _, err := checkSnapshotFile(hc.CacheDir(), p, peft.WeightsFile); err != nil {
 		return err

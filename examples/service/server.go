@@ -104,6 +104,11 @@ type Server struct {
 	toks  *tokenizerCache // tokenizers shared by the jobs and generation requests using them
 	hub   *hubFetcher     // nil: no Hub client (Config.Hub)
 
+	// trainJob is a job's work, run by runJob through trainRecovered: train, with the server's
+	// runtime and Hub client. It is a field only so that a test can make a job panic (no input
+	// is known to since peft's regular expressions were bounded); nothing else sets it.
+	trainJob func(ctx context.Context, j *Job, log *slog.Logger) error
+
 	// inFlight counts the HTTP handlers running now (event streams included).
 	inFlight atomic.Int64
 
@@ -186,6 +191,9 @@ func NewServer(cfg Config, rt *xla.Runtime) (*Server, error) {
 	if cfg.Hub != nil {
 		s.hub = &hubFetcher{c: cfg.Hub, timeout: cfg.HubTimeout}
 	}
+	s.trainJob = func(ctx context.Context, j *Job, log *slog.Logger) error {
+		return train(ctx, s.rt, s.cfg.Hub, j, log, s.now)
+	}
 	s.jobsCtx, s.stopJobs = context.WithCancel(context.Background())
 	restored, err := loadJobs(filepath.Join(cfg.DataDir, "jobs"), s.now())
 	if err != nil {
@@ -227,7 +235,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /healthz", s.writeDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "device": s.rt.Kind(), "num_devices": s.rt.NumDevices()})
 	})))
-	return s.countInFlight(mux)
+	// A handler's panic is answered 500 and logged with its stack (panics.go).
+	return s.countInFlight(s.recoverPanics(mux))
 }
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: no new connections or jobs,
@@ -413,8 +422,9 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// runJob is a job's goroutine: it waits for a training slot, trains, and records the outcome.
-// The server's WaitGroup owns it; ctx is cancelled by DELETE or shutdown.
+// runJob is a job's goroutine: it waits for a training slot, trains, and records the outcome;
+// a panic while training is the job's failure (trainRecovered). The server's WaitGroup owns
+// it; ctx is cancelled by DELETE or shutdown.
 func (s *Server) runJob(ctx context.Context, j *Job) {
 	defer s.wg.Done()
 	defer close(j.done)
@@ -437,7 +447,8 @@ func (s *Server) runJob(ctx context.Context, j *Job) {
 			if perr := saveJob(j); perr != nil {
 				log.Warn("recording the job", "error", perr)
 			}
-			err = train(ctx, s.rt, s.cfg.Hub, j, log, s.now)
+			// A panic in the job's work fails the job, not the process (panics.go).
+			err = s.trainRecovered(ctx, j, log)
 		}
 	case <-ctx.Done():
 		s.leftQueue()

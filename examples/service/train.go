@@ -51,7 +51,7 @@ func train(ctx context.Context, rt *xla.Runtime, hc *hub.Client, j *Job, log *sl
 	if s.AdapterDir != "" {
 		// Training continues the adapter: its config decides r, alpha and the targets.
 		if s.AdapterRepo != nil {
-			if err := fetchAdapterWeights(ctx, hc, *s.AdapterRepo, s.AdapterDir); err != nil {
+			if err := fetchAdapterWeights(ctx, hc, *s.AdapterRepo, s.AdapterDir, s.modelCfg); err != nil {
 				return fmt.Errorf("adapter_name_or_path: %w", err)
 			}
 		}

@@ -43,7 +43,7 @@ func TestEveryArchitecture(t *testing.T) {
 			}
 			cfg := peft.DefaultLoraConfig()
 			cfg.R, cfg.LoraAlpha, cfg.UseRSLoRA, cfg.InitLoraWeights = 4, 8, fx.rslora, false
-			cfg.TargetModules = []string{peft.AllLinear}
+			cfg.TargetModulesRegex = peft.AllLinear
 			m, err := peft.New(ctx, rt, base, cfg, peft.Options{Seed: 5})
 			if err != nil {
 				t.Fatal(err)

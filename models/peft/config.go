@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -27,7 +26,9 @@ const (
 // keeps the version it was written with.
 const PeftVersion = "0.20.0"
 
-// AllLinear is target_modules' shorthand for every linear layer but the output head.
+// AllLinear is target_modules' shorthand for every linear layer but the output head. PEFT
+// (tuners_utils.py, _maybe_include_all_linear_layers) expands it only when target_modules is a
+// string equal to it in any case (str.lower()); in a list it is the name of a module.
 const AllLinear = "all-linear"
 
 // Limits on an adapter's config, far above published adapters: they bound what a config can make
@@ -36,6 +37,12 @@ const (
 	MaxRank          = 1 << 16
 	MaxConfigBytes   = 1 << 20
 	MaxTargetEntries = 4096
+	// MaxRegexBytes and MaxRegexProgram bound a target_modules or exclude_modules expression: its
+	// length, and the size of its compiled program in RE2 instructions (a counted repetition
+	// multiplies it: 360 bytes of "(?:.?){1000}" compile to 60,000 and took 30 ms per module name
+	// to match). PEFT's are tens to a few hundred of each.
+	MaxRegexBytes   = 1 << 14
+	MaxRegexProgram = 1 << 12
 )
 
 // LoraConfig is PEFT's LoraConfig with its field names (adapter_config.json keys) and defaults
@@ -53,9 +60,12 @@ type LoraConfig struct {
 	LoraAlpha           float64 // lora_alpha
 	LoraDropout         float64 // lora_dropout: on the branch's input, in training only
 	// TargetModules is a target_modules list: a module matches an entry equal to its name or to a
-	// dot-separated suffix of it; ["all-linear"] is every linear layer but the output head.
-	// TargetModulesRegex is a target_modules string: a module matches if the expression matches
-	// its whole name (Python's re.fullmatch). Both empty: the architecture's default targets.
+	// dot-separated suffix of it. TargetModulesRegex is a target_modules string: "all-linear" in
+	// any case (AllLinear: every linear layer but the output head), else an expression a module
+	// matches if it matches its whole name (Python's re.fullmatch). Both empty: the
+	// architecture's default targets. A list holding "all-linear" is refused (Validate): PEFT
+	// reads it as a module's name, matches nothing and fails, and gotpu must not silently read it
+	// otherwise.
 	TargetModules      []string
 	TargetModulesRegex string
 	// ExcludeModules / ExcludeModulesRegex: exclude_modules, matched the same way.
@@ -100,6 +110,40 @@ func (c LoraConfig) Scaling() float64 {
 	return c.LoraAlpha / float64(c.R)
 }
 
+// TargetsAllLinear reports whether target_modules is PEFT's "all-linear" shorthand: the string
+// form, compared case-insensitively as PEFT does (Unicode case folding, which for this word's
+// letters is what Python's str.lower() comparison accepts).
+func (c LoraConfig) TargetsAllLinear() bool {
+	return strings.EqualFold(c.TargetModulesRegex, AllLinear)
+}
+
+// CommandLineTargets is target_modules from the module names a --lora_target_modules flag (or a
+// job's lora_target_modules) lists: a single "all-linear" is the string form PEFT expands, as
+// TRL's ModelConfig.__post_init__ hands a one-element list to PEFT as its element; any other
+// names are a list. TRL unwraps every one-element list, so a lone name such as "c_attn" reaches
+// PEFT as a regular expression that matches no module's full name and PEFT fails; gotpu keeps a
+// lone name a list, the matching its user meant, rather than reproduce that failure.
+func CommandLineTargets(names []string) (list []string, str string) {
+	if len(names) == 1 && strings.EqualFold(names[0], AllLinear) {
+		return nil, names[0]
+	}
+	return names, ""
+}
+
+// allLinearInList refuses "all-linear" as a list entry of target_modules, where PEFT reads it as
+// a module's name: PEFT then finds no module ("Target modules {'all-linear'} not found in the
+// base model") where a reader taking it for the shorthand would adapt every linear layer.
+func allLinearInList(list []string) error {
+	for _, t := range list {
+		if strings.EqualFold(t, AllLinear) {
+			return fmt.Errorf("LoraConfig.target_modules: %q as a list entry names a module called %q (PEFT expands the "+
+				"shorthand only from a string, and fails on a list: no module has that name); write "+
+				"\"target_modules\": %q for every linear layer", list, t, AllLinear)
+		}
+	}
+	return nil
+}
+
 // Validate checks the config's values, naming the field in error.
 func (c LoraConfig) Validate() error {
 	bad := func(field, format string, args ...any) error {
@@ -142,14 +186,17 @@ func (c LoraConfig) Validate() error {
 	default:
 		return bad("init_lora_weights", "%v is not supported (true, false or \"gaussian\")", v)
 	}
-	if c.TargetModulesRegex != "" {
-		if _, err := regexp.Compile(c.TargetModulesRegex); err != nil {
-			return bad("target_modules", "regular expression %q: %v", c.TargetModulesRegex, err)
+	if c.TargetModulesRegex != "" && !c.TargetsAllLinear() {
+		if _, err := compileFullmatch("target_modules", c.TargetModulesRegex); err != nil {
+			return err
 		}
 	}
+	if err := allLinearInList(c.TargetModules); err != nil {
+		return err
+	}
 	if c.ExcludeModulesRegex != "" {
-		if _, err := regexp.Compile(c.ExcludeModulesRegex); err != nil {
-			return bad("exclude_modules", "regular expression %q: %v", c.ExcludeModulesRegex, err)
+		if _, err := compileFullmatch("exclude_modules", c.ExcludeModulesRegex); err != nil {
+			return err
 		}
 	}
 	for _, t := range c.TargetModules {

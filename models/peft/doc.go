@@ -10,11 +10,20 @@
 //     never transposes; fan_in_fan_out (forced to the layer kind, as PEFT does) only transposes
 //     the merged delta.
 //   - Targets: target_modules as a list (a module matches an entry equal to its name or to a
-//     dot-separated suffix of it), a string (a regular expression matching the whole name),
-//     "all-linear" (every linear layer but the output head, and the classifier for SEQ_CLS;
-//     saved expanded), or none (PEFT's per-architecture default: c_attn for GPT-2, q_proj and
-//     v_proj for Llama-family models, query and value for BERT); exclude_modules likewise. An
-//     entry that matches no linear layer is an error, not a silently smaller adapter.
+//     dot-separated suffix of it), a string (a regular expression matching the whole name, as
+//     re.fullmatch; RE2 syntax, at most MaxRegexBytes long and MaxRegexProgram instructions
+//     compiled, and checked as it is matched, anchored),
+//     the string "all-linear" in any case (every linear layer but the output head, and the
+//     classifier for SEQ_CLS; saved expanded), or none (PEFT's per-architecture default: c_attn
+//     for GPT-2, q_proj and v_proj for Llama-family models, query and value for BERT);
+//     exclude_modules likewise. An entry that matches no linear layer is an error, not a
+//     silently smaller adapter, and so is a list holding "all-linear", which PEFT reads as a
+//     module's name (and fails on). A --lora_target_modules naming only all-linear is the string
+//     form, as TRL passes it (CommandLineTargets).
+//   - Hub adapters (ResolveAdapter, Load): adapter_config.json is fetched first, within
+//     MaxConfigBytes, and adapter_model.safetensors only within what it implies on the base
+//     (MaxWeightsBytes: r·(in+out) elements of 8 bytes per targeted matrix, and the header),
+//     checked against the size the Hub announces before any byte is written.
 //   - Names: tensors are saved as base_model.model.<module>.lora_A.weight (the adapter name
 //     removed, as PEFT saves), float32, metadata {"format": "pt"}; the model's Params carry these
 //     names, so checkpoints and optimizer state use them too.

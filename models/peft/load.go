@@ -20,8 +20,16 @@ import (
 
 // ResolveAdapter returns the local directory holding the adapter nameOrPath: an existing directory,
 // or a Hub repo id whose adapter_config.json and adapter_model.safetensors are fetched into the
-// shared Hugging Face cache (PeftModel.from_pretrained's lookup).
-func ResolveAdapter(ctx context.Context, nameOrPath string, opts models.HubOptions) (string, error) {
+// shared Hugging Face cache (PeftModel.from_pretrained's lookup), for a model of base.
+//
+// A repo's files are sized by whoever published it, so each download is bounded before any byte
+// of it is written (hub.Limits, checked against the size the Hub announces): adapter_config.json
+// by MaxConfigBytes, and adapter_model.safetensors by what that config implies on base
+// (MaxWeightsBytes), which is why the config is read, and checked, before the weights are asked
+// for. Weights over the bound are an error naming the repo, the file and the limit that wraps
+// hub.ErrTooLarge; a config that ReadConfig refuses, or that selects no weight matrix of base, is
+// an error before the weights are fetched.
+func ResolveAdapter(ctx context.Context, nameOrPath string, base models.Config, opts models.HubOptions) (string, error) {
 	if st, err := os.Stat(nameOrPath); err == nil {
 		if !st.IsDir() {
 			return "", fmt.Errorf("%s: an adapter is a directory holding %s and %s, not a file", nameOrPath, ConfigFile, WeightsFile)
@@ -32,23 +40,52 @@ func ResolveAdapter(ctx context.Context, nameOrPath string, opts models.HubOptio
 	if err != nil {
 		return "", err
 	}
-	cfgPath, err := c.Download(ctx, repo, ConfigFile)
+	configs, err := c.WithLimits(hub.Limits{File: MaxConfigBytes})
+	if err != nil {
+		return "", err
+	}
+	cfgPath, err := configs.Download(ctx, repo, ConfigFile)
 	if err != nil {
 		return "", fmt.Errorf("adapter %s: %w", nameOrPath, err)
 	}
 	dir := filepath.Dir(cfgPath)
+	// The weights must come from the commit the config came from, even if the branch moves.
 	if commit := filepath.Base(dir); hub.IsCommit(commit) {
 		repo.Revision = commit
 	}
-	if _, err := c.Download(ctx, repo, WeightsFile); err != nil {
+	lc, err := ReadConfig(cfgPath)
+	if err != nil {
+		return "", fmt.Errorf("adapter %s: %w", nameOrPath, err)
+	}
+	limit, err := MaxWeightsBytes(base, lc)
+	if err != nil {
+		return "", fmt.Errorf("adapter %s: %s: %w", nameOrPath, ConfigFile, err)
+	}
+	weights, err := c.WithLimits(hub.Limits{File: limit})
+	if err != nil {
+		return "", err
+	}
+	if _, err := weights.Download(ctx, repo, WeightsFile); err != nil {
 		if errors.Is(err, hub.ErrEntryNotFound) {
 			if ok, _ := c.FileExists(ctx, repo, PickleWeightsFile); ok {
 				return "", fmt.Errorf("adapter %s has only %s (a pickle, which gotpu does not read): save it with safe_serialization=True", nameOrPath, PickleWeightsFile)
 			}
 		}
-		return "", fmt.Errorf("adapter %s: %w", nameOrPath, err)
+		return "", WeightsError(nameOrPath, base, limit, err)
 	}
 	return dir, nil
+}
+
+// WeightsError is the error for an adapter's adapter_model.safetensors that failed to download
+// with the bound limit (MaxWeightsBytes on base): one over the bound says why there is a bound,
+// naming the adapter, the file and the limit, and wraps hub.ErrTooLarge.
+func WeightsError(adapter string, base models.Config, limit int64, err error) error {
+	if errors.Is(err, hub.ErrTooLarge) {
+		return fmt.Errorf("adapter %s: %s is larger than its %s implies for %s (%d bytes at most: r·(in+out) elements "+
+			"of 8 bytes for each targeted weight matrix, and the header; peft.MaxWeightsBytes): %w",
+			adapter, WeightsFile, ConfigFile, base.Architecture(), limit, err)
+	}
+	return fmt.Errorf("adapter %s: %s: %w", adapter, WeightsFile, err)
 }
 
 // Load attaches the adapter saved in nameOrPath (a directory or Hub repo id, as PEFT's
@@ -56,7 +93,7 @@ func ResolveAdapter(ctx context.Context, nameOrPath string, opts models.HubOptio
 // must belong to a targeted layer of base with the shape base implies, and every targeted layer
 // must have both tensors. Errors name the file and the field or tensor.
 func Load(ctx context.Context, rt *xla.Runtime, base models.Model, nameOrPath string, opts Options) (models.Model, error) {
-	dir, err := ResolveAdapter(ctx, nameOrPath, opts.Hub)
+	dir, err := ResolveAdapter(ctx, nameOrPath, base.Config(), opts.Hub)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +188,7 @@ func (m *Model) hasLinear(module string) bool {
 
 func targetsText(c LoraConfig) string {
 	if c.TargetModulesRegex != "" {
-		return fmt.Sprintf("%q", c.TargetModulesRegex)
+		return shortExpr(c.TargetModulesRegex)
 	}
 	return "[" + strings.Join(c.TargetModules, ", ") + "]"
 }

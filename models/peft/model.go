@@ -122,8 +122,11 @@ func prepare(rt *xla.Runtime, base models.Model, cfg LoraConfig, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	// "all-linear" is saved expanded, as PEFT saves it.
+	// "all-linear" is saved expanded, as PEFT saves it: the names replace the string.
 	cfg.TargetModules = SavedTargets(ad, cfg, targets)
+	if cfg.TargetsAllLinear() {
+		cfg.TargetModulesRegex = ""
+	}
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()

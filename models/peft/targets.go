@@ -45,34 +45,52 @@ func matches(name string, list []string) bool {
 // state-dict order. Entries that match no linear layer are errors naming them: a typo must not
 // silently train fewer layers than asked.
 func Targets(base models.Adaptable, cfg LoraConfig) ([]models.LinearLayer, error) {
-	layers := base.LinearLayers()
+	return selectTargets(layerSpace{arch: base.Architecture(), modelType: modelType(base), layers: base.LinearLayers(), params: base.Params,
+		one: "linear layer", many: "linear layers"}, cfg)
+}
+
+// layerSpace is what target selection looks at: a built model's linear layers (Targets), or a
+// config's weight matrices (MaxElements), and the parameters that name its other modules.
+type layerSpace struct {
+	arch, modelType string
+	layers          []models.LinearLayer
+	params          func() []models.Param // called only to explain an error
+	one, many       string                // what errors call the layers
+}
+
+// selectTargets is Targets on space.
+func selectTargets(space layerSpace, cfg LoraConfig) ([]models.LinearLayer, error) {
+	layers := space.layers
 	names := make([]string, len(layers))
 	for i, l := range layers {
 		names[i] = l.Module
 	}
+	// The expressions come from adapter_config.json, a file anyone may publish: they are compiled
+	// as Validate compiles them, and a bad one is an error, never a panic.
+	allLinear := cfg.TargetsAllLinear()
 	var tre, xre *regexp.Regexp
-	if cfg.TargetModulesRegex != "" {
-		tre = regexp.MustCompile(`^(?:` + cfg.TargetModulesRegex + `)$`)
+	var err error
+	if cfg.TargetModulesRegex != "" && !allLinear {
+		if tre, err = compileFullmatch("target_modules", cfg.TargetModulesRegex); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.ExcludeModulesRegex != "" {
-		xre = regexp.MustCompile(`^(?:` + cfg.ExcludeModulesRegex + `)$`)
+		if xre, err = compileFullmatch("exclude_modules", cfg.ExcludeModulesRegex); err != nil {
+			return nil, err
+		}
 	}
 	list := cfg.TargetModules
-	allLinear := len(list) == 1 && strings.EqualFold(list[0], AllLinear)
-	if tre == nil && len(list) == 0 {
-		mt := modelType(base)
+	if err := allLinearInList(list); err != nil {
+		return nil, err
+	}
+	if !allLinear && tre == nil && len(list) == 0 {
+		mt := space.modelType
 		def, ok := DefaultTargets[mt]
 		if !ok {
 			return nil, fmt.Errorf("LoraConfig.target_modules: not set, and PEFT has no default for model_type %q: name the modules", mt)
 		}
 		list = def
-	}
-	if !allLinear {
-		for _, t := range list {
-			if strings.EqualFold(t, AllLinear) {
-				return nil, fmt.Errorf("LoraConfig.target_modules: %q must be the only entry", AllLinear)
-			}
-		}
 	}
 	excluded := func(name string) bool {
 		if xre != nil {
@@ -113,33 +131,34 @@ func Targets(base models.Adaptable, cfg LoraConfig) ([]models.LinearLayer, error
 			if used[t] {
 				continue
 			}
-			if matchesAny(base, t) {
-				return nil, fmt.Errorf("LoraConfig.target_modules: %q is not a linear layer of %s; LoRA adapts linear layers only (%s)", t, base.Architecture(), suffixSummary(names))
+			if matchesAny(space.params(), t) {
+				return nil, fmt.Errorf("LoraConfig.target_modules: %q is not a linear layer of %s; LoRA adapts linear layers only (%s)", t, space.arch, suffixSummary(names))
 			}
 			if !hitByExclusion(layers, t, excluded) {
-				return nil, fmt.Errorf("LoraConfig.target_modules: %q matches no module of %s (its linear layers end in %s)", t, base.Architecture(), suffixSummary(names))
+				return nil, fmt.Errorf("LoraConfig.target_modules: %q matches no module of %s (its %s end in %s)", t, space.arch, space.many, suffixSummary(names))
 			}
 		}
 	}
 	if len(out) == 0 {
 		what := fmt.Sprintf("%q", cfg.TargetModules)
-		if tre != nil {
-			what = fmt.Sprintf("%q", cfg.TargetModulesRegex)
+		if cfg.TargetModulesRegex != "" {
+			what = shortExpr(cfg.TargetModulesRegex)
 		}
-		return nil, fmt.Errorf("LoraConfig.target_modules: %s selects no linear layer of %s (its linear layers end in %s)", what, base.Architecture(), suffixSummary(names))
+		return nil, fmt.Errorf("LoraConfig.target_modules: %s selects no %s of %s (its %s end in %s)", what, space.one, space.arch, space.many, suffixSummary(names))
 	}
 	return out, nil
 }
 
 // SavedTargets is target_modules as PEFT writes it after matching: the architecture's default
 // when none was given, "all-linear" expanded to the module names, or to their shortest
-// distinguishing suffixes when there are 20 or more; other values as given.
+// distinguishing suffixes when there are 20 or more; a list as given. For a regular expression
+// it is nil: the expression itself is saved.
 func SavedTargets(base models.Adaptable, cfg LoraConfig, targets []models.LinearLayer) []string {
 	if len(cfg.TargetModules) == 0 && cfg.TargetModulesRegex == "" {
 		// PEFT saves the architecture's default it used.
 		return slices.Clone(DefaultTargets[modelType(base)])
 	}
-	if !(len(cfg.TargetModules) == 1 && strings.EqualFold(cfg.TargetModules[0], AllLinear)) {
+	if !cfg.TargetsAllLinear() {
 		return cfg.TargetModules
 	}
 	names := make([]string, len(targets))
@@ -204,8 +223,8 @@ func isClassifierHead(module, task string) bool {
 }
 
 // matchesAny reports whether t names (a suffix of) any module holding parameters.
-func matchesAny(base models.Adaptable, t string) bool {
-	for _, p := range base.Params() {
+func matchesAny(params []models.Param, t string) bool {
+	for _, p := range params {
 		i := strings.LastIndexByte(p.Name, '.')
 		if i < 0 {
 			continue

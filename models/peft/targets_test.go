@@ -70,7 +70,7 @@ func TestTargets(t *testing.T) {
 		t.Errorf("regex matching no whole name: %v", err)
 	}
 	cfg.TargetModulesRegex = ""
-	cfg.TargetModules, cfg.ExcludeModules = []string{"all-linear"}, []string{"layers.0.self_attn.q_proj", "mlp.up_proj"}
+	cfg.TargetModulesRegex, cfg.ExcludeModules = "all-linear", []string{"layers.0.self_attn.q_proj", "mlp.up_proj"}
 	got, err := targetNames(t, m, cfg)
 	if err != nil || len(got) != 14-1-2 || slices.Contains(got, "lm_head") {
 		t.Errorf("all-linear minus 3 excluded: %v %v", got, err)
@@ -82,7 +82,8 @@ func TestTargets(t *testing.T) {
 		{[]string{"q_proj", "qq_proj"}, `"qq_proj" matches no module of LlamaForCausalLM`},
 		{[]string{"embed_tokens"}, `"embed_tokens" is not a linear layer`},
 		{[]string{"input_layernorm"}, `"input_layernorm" is not a linear layer`},
-		{[]string{"q_proj", "all-linear"}, `"all-linear" must be the only entry`},
+		{[]string{"q_proj", "all-linear"}, `as a list entry names a module called "all-linear"`},
+		{[]string{"all-linear"}, `as a list entry names a module called "all-linear"`},
 	} {
 		cfg := peft.DefaultLoraConfig()
 		cfg.TargetModules = c.targets
@@ -105,7 +106,7 @@ func TestAllLinearSaved(t *testing.T) {
 		{3, []string{"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"}},
 	} {
 		cfg := peft.DefaultLoraConfig()
-		cfg.TargetModules = []string{"all-linear"}
+		cfg.TargetModulesRegex = peft.AllLinear
 		m, err := peft.New(ctx, rt, tinyLlama(t, rt, c.layers), cfg, peft.Options{})
 		if err != nil {
 			t.Fatal(err)
