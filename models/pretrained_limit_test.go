@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,24 +18,6 @@ import (
 	"github.com/gotpu/gotpu/models/internal/core"
 	"github.com/gotpu/gotpu/models/internal/reftest"
 )
-
-// noise is n pseudo-random bytes: a weight file of the size a hostile repo announces.
-func noise(n int, seed byte) []byte {
-	b := make([]byte, n)
-	rand.NewChaCha8([32]byte{seed}).Read(b)
-	return b
-}
-
-// servedFor sums the body bytes the fake Hub (or its CDN, where LFS files are) sent for file.
-func servedFor(s *hubtest.Server, file string) int64 {
-	var n int64
-	for _, r := range s.Requests() {
-		if strings.HasSuffix(r.Path, "/"+file) || (r.Host == "cdn" && strings.Contains(r.Query, "filename="+file+"&")) {
-			n += r.Bytes
-		}
-	}
-	return n
-}
 
 // largestBlob is the size of the largest file in the cache's blobs (and .incomplete downloads).
 func largestBlob(t *testing.T, cache string) int64 {
@@ -91,8 +72,8 @@ func TestResolvePretrainedRefusesOversizedWeights(t *testing.T) {
 		t.Fatalf("the bound for gpt2-tiny is %d bytes: the test's %d-byte weights must exceed it", limit, big)
 	}
 	s := hubtest.New(t)
-	s.AddRepo("model", "org/big-lfs", map[string][]byte{core.ConfigFile: cfg, core.WeightsFile: noise(big, 1)}, hubtest.RepoOptions{})
-	s.AddRepo("model", "org/big-plain", map[string][]byte{core.ConfigFile: cfg, core.WeightsFile: noise(big, 2)}, hubtest.RepoOptions{LFSThreshold: -1})
+	s.AddRepo("model", "org/big-lfs", map[string][]byte{core.ConfigFile: cfg, core.WeightsFile: hubtest.Noise(big, 1)}, hubtest.RepoOptions{})
+	s.AddRepo("model", "org/big-plain", map[string][]byte{core.ConfigFile: cfg, core.WeightsFile: hubtest.Noise(big, 2)}, hubtest.RepoOptions{LFSThreshold: -1})
 	c := testHub(t, s, false)
 	rt := openGo(t)
 	for _, id := range []string{"org/big-lfs", "org/big-plain"} {
@@ -108,14 +89,14 @@ func TestResolvePretrainedRefusesOversizedWeights(t *testing.T) {
 				t.Errorf("%s: the error does not name %q: %v", id, part, err)
 			}
 		}
-		if n := servedFor(s, core.WeightsFile); n != 0 {
+		if n := s.BytesServedFor(core.WeightsFile); n != 0 {
 			t.Errorf("%s: %d bytes of the oversized weights were served", id, n)
 		}
 		if elapsed > 10*time.Second {
 			t.Errorf("%s: the refusal took %v", id, elapsed)
 		}
 		t.Logf("%s: refused after %v, %d bytes served in all, %d of %s: %v", id, elapsed.Round(time.Millisecond),
-			s.BytesServed(), servedFor(s, core.WeightsFile), core.WeightsFile, err)
+			s.BytesServed(), s.BytesServedFor(core.WeightsFile), core.WeightsFile, err)
 		if _, err := Load(ctx, rt, id, LoadOptions{Hub: c}); !errors.Is(err, hub.ErrTooLarge) {
 			t.Errorf("Load(%s): err %v, want hub.ErrTooLarge", id, err)
 		}
@@ -174,7 +155,7 @@ func TestResolvePretrainedShardedTotal(t *testing.T) {
 	var weightMap []string
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i, n)
-		files[name] = noise(shard, byte(i))
+		files[name] = hubtest.Noise(shard, byte(i))
 		weightMap = append(weightMap, fmt.Sprintf("%q: %q", fmt.Sprintf("t%d", i), name))
 	}
 	files[core.WeightsIndex] = []byte(`{"metadata": {}, "weight_map": {` + strings.Join(weightMap, ", ") + `}}`)
@@ -194,13 +175,13 @@ func TestResolvePretrainedShardedTotal(t *testing.T) {
 			t.Errorf("the error does not name %q: %v", part, err)
 		}
 	}
-	if got := servedFor(s, last); got != 0 {
+	if got := s.BytesServedFor(last); got != 0 {
 		t.Errorf("%d bytes of %s, the shard over the bound, were served", got, last)
 	}
 	var weights int64
 	for name := range files {
 		if strings.HasPrefix(name, "model-") {
-			weights += servedFor(s, name)
+			weights += s.BytesServedFor(name)
 		}
 	}
 	if weights > limit {
@@ -209,14 +190,14 @@ func TestResolvePretrainedShardedTotal(t *testing.T) {
 	t.Logf("refused after %v with %d of %d shards' bytes served (bound %d): %v", elapsed.Round(time.Millisecond), weights, int64(n)*shard, limit, err)
 
 	// The small files: one byte over their reader's limit, refused from the announced size.
-	over := noise(core.MaxConfigSize+1, 9)
+	over := hubtest.Noise(core.MaxConfigSize+1, 9)
 	for _, tc := range []struct {
 		id, file string
 		files    map[string][]byte
 	}{
 		{"org/big-config", core.ConfigFile, map[string][]byte{core.ConfigFile: over}},
 		{"org/big-generation", core.GenerationFile, map[string][]byte{core.ConfigFile: cfg, core.GenerationFile: over}},
-		{"org/big-index", core.WeightsIndex, map[string][]byte{core.ConfigFile: cfg, core.WeightsIndex: noise(core.MaxIndexSize+1, 10)}},
+		{"org/big-index", core.WeightsIndex, map[string][]byte{core.ConfigFile: cfg, core.WeightsIndex: hubtest.Noise(core.MaxIndexSize+1, 10)}},
 	} {
 		s.AddRepo("model", tc.id, tc.files, hubtest.RepoOptions{})
 		s.ResetRequests()
@@ -225,7 +206,7 @@ func TestResolvePretrainedShardedTotal(t *testing.T) {
 			!strings.Contains(err.Error(), "over the limit of 16777216") {
 			t.Errorf("%s: err %v, want hub.ErrTooLarge naming the repo, %s and the limit", tc.id, err, tc.file)
 		}
-		if got := servedFor(s, tc.file); got != 0 {
+		if got := s.BytesServedFor(tc.file); got != 0 {
 			t.Errorf("%s: %d bytes of %s were served", tc.id, got, tc.file)
 		}
 	}
@@ -237,7 +218,7 @@ func TestResolvePretrainedShardedTotal(t *testing.T) {
 func TestResolvePretrainedUnknownArchitecture(t *testing.T) {
 	s := hubtest.New(t)
 	s.AddRepo("model", "org/t5", map[string][]byte{core.ConfigFile: []byte(`{"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}`),
-		core.WeightsFile: noise(1<<20, 3)}, hubtest.RepoOptions{})
+		core.WeightsFile: hubtest.Noise(1<<20, 3)}, hubtest.RepoOptions{})
 	c := testHub(t, s, false)
 	_, err := ResolvePretrained(context.Background(), "org/t5", HubOptions{Hub: c})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "org/t5") || !strings.Contains(err.Error(), "t5") {

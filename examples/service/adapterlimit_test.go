@@ -47,7 +47,7 @@ func TestHubAdapterOversizedWeights(t *testing.T) {
 	}
 	fake.AddRepo("model", "org/tiny-gpt2-lora", adapterFiles, hubtest.RepoOptions{})
 	const bigWeights = 32 << 20
-	fake.AddRepo("model", "org/lora-big-weights", replaced(adapterFiles, peft.WeightsFile, garbage(bigWeights, 3)), hubtest.RepoOptions{})
+	fake.AddRepo("model", "org/lora-big-weights", replaced(adapterFiles, peft.WeightsFile, hubtest.Noise(bigWeights, 3)), hubtest.RepoOptions{})
 	in := filepath.Join(tmp, "in")
 	if err := os.MkdirAll(in, 0o755); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -12,26 +11,6 @@ import (
 
 	"github.com/gotpu/gotpu/hub/hubtest"
 )
-
-// garbage is n pseudo-random bytes: weights that are no safetensors file.
-func garbage(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	rand.NewChaCha8([32]byte{byte(seed)}).Read(b)
-	return b
-}
-
-// weightBytesServed sums the body bytes the fake Hub sent for model.safetensors (from the Hub
-// host, or the CDN, where LFS files are).
-func weightBytesServed(fake *hubtest.Server) int64 {
-	var n int64
-	for _, r := range fake.Requests() {
-		cdn := r.Host == "cdn" && strings.Contains(r.Query, "filename=model.safetensors")
-		if r.Method == http.MethodGet && (cdn || strings.HasSuffix(r.Path, "/model.safetensors")) {
-			n += r.Bytes
-		}
-	}
-	return n
-}
 
 // TestGenerateOversizedHubWeights: GET /generate?model= naming a repo whose config.json is
 // org/tiny-gpt2's (168,768 parameters: at most about 17 MiB of files with the float64 and buffer
@@ -45,8 +24,8 @@ func TestGenerateOversizedHubWeights(t *testing.T) {
 	files := tinyGPT2Files(t)
 	fake.AddRepo("model", tinyRepo, files, hubtest.RepoOptions{})
 	const bigWeights = 32 << 20
-	fake.AddRepo("model", "org/tiny-config-big-weights", replaced(files, "model.safetensors", garbage(bigWeights, 1)), hubtest.RepoOptions{})
-	fake.AddRepo("model", "org/tiny-broken", replaced(files, "model.safetensors", garbage(1<<20, 2)), hubtest.RepoOptions{})
+	fake.AddRepo("model", "org/tiny-config-big-weights", replaced(files, "model.safetensors", hubtest.Noise(bigWeights, 1)), hubtest.RepoOptions{})
+	fake.AddRepo("model", "org/tiny-broken", replaced(files, "model.safetensors", hubtest.Noise(1<<20, 2)), hubtest.RepoOptions{})
 	text := filepath.Join(tmp, "words.txt")
 	writeWords(t, text)
 	rt := openRuntime(t)
@@ -65,13 +44,13 @@ func TestGenerateOversizedHubWeights(t *testing.T) {
 			t.Errorf("answer does not name %s: %s", part, ans)
 		}
 	}
-	if n := weightBytesServed(fake); n != 0 {
+	if n := fake.BytesServedFor("model.safetensors"); n != 0 {
 		t.Errorf("%d bytes of the oversized weights were served before the refusal", n)
 	}
 	if elapsed > 10*time.Second {
 		t.Errorf("the refusal took %v", elapsed)
 	}
-	t.Logf("oversized weights: %d after %v, %d weight bytes served: %s", code, elapsed.Round(time.Millisecond), weightBytesServed(fake), ans)
+	t.Logf("oversized weights: %d after %v, %d weight bytes served: %s", code, elapsed.Round(time.Millisecond), fake.BytesServedFor("model.safetensors"), ans)
 
 	// A job naming the repo passes validation (config.json is fine) and fails fetching its
 	// weights, with the same reason and nothing fetched.
@@ -83,7 +62,7 @@ func TestGenerateOversizedHubWeights(t *testing.T) {
 	if done.State != StateFailed || !strings.Contains(done.Error, "model.safetensors") || !strings.Contains(done.Error, "over the limit of") {
 		t.Errorf("job on oversized weights ended %s: %q", done.State, done.Error)
 	}
-	if n := weightBytesServed(fake); n != 0 {
+	if n := fake.BytesServedFor("model.safetensors"); n != 0 {
 		t.Errorf("the job fetched %d bytes of the oversized weights", n)
 	}
 

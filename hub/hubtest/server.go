@@ -2,6 +2,7 @@ package hubtest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -150,6 +151,31 @@ func (s *Server) BytesServed() int64 {
 		n += r.Bytes
 	}
 	return n
+}
+
+// BytesServedFor is the number of body bytes written for the file named file (a path in a repo)
+// by both hosts to the requests logged so far: the Hub's resolve answers and the CDN's, which
+// name the file in their query (LFS files). It tells a test how much of a file a client fetched
+// before refusing it.
+func (s *Server) BytesServedFor(file string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.log {
+		cdn := r.Host == "cdn" && strings.Contains(r.Query, "filename="+url.QueryEscape(file)+"&")
+		if cdn || strings.HasSuffix(r.Path, "/"+file) {
+			n += r.Bytes
+		}
+	}
+	return n
+}
+
+// Noise is n pseudo-random bytes drawn from seed: a file of the size a test's repo announces,
+// whose content no reader accepts (it is no safetensors header, no JSON).
+func Noise(n int, seed byte) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{seed}).Read(b)
+	return b
 }
 
 // ResetRequests empties the request log.

@@ -3,7 +3,6 @@ package peft_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,24 +136,6 @@ func TestMaxElementsBoundsRealAdapters(t *testing.T) {
 	}
 }
 
-// noise is n pseudo-random bytes: adapter weights of the size a hostile repo announces.
-func noise(n int, seed byte) []byte {
-	b := make([]byte, n)
-	rand.NewChaCha8([32]byte{seed}).Read(b)
-	return b
-}
-
-// servedFor sums the body bytes the fake Hub (or its CDN, where LFS files are) sent for file.
-func servedFor(s *hubtest.Server, file string) int64 {
-	var n int64
-	for _, r := range s.Requests() {
-		if strings.HasSuffix(r.Path, "/"+file) || (r.Host == "cdn" && strings.Contains(r.Query, "filename="+file+"&")) {
-			n += r.Bytes
-		}
-	}
-	return n
-}
-
 // asked reports whether the fake Hub was asked for file at all (metadata or body).
 func asked(s *hubtest.Server, file string) bool {
 	return s.CountRequests(func(r hubtest.Request) bool { return strings.HasSuffix(r.Path, "/"+file) }) > 0
@@ -189,8 +170,8 @@ func TestResolveAdapterRefusesOversizedWeights(t *testing.T) {
 	}
 	const big = 32 << 20
 	s := hubtest.New(t)
-	s.AddRepo("model", "org/big-lfs", map[string][]byte{peft.ConfigFile: cfg, peft.WeightsFile: noise(big, 1)}, hubtest.RepoOptions{})
-	s.AddRepo("model", "org/big-plain", map[string][]byte{peft.ConfigFile: cfg, peft.WeightsFile: noise(big, 2)}, hubtest.RepoOptions{LFSThreshold: -1})
+	s.AddRepo("model", "org/big-lfs", map[string][]byte{peft.ConfigFile: cfg, peft.WeightsFile: hubtest.Noise(big, 1)}, hubtest.RepoOptions{})
+	s.AddRepo("model", "org/big-plain", map[string][]byte{peft.ConfigFile: cfg, peft.WeightsFile: hubtest.Noise(big, 2)}, hubtest.RepoOptions{LFSThreshold: -1})
 	c := testHub(t, s)
 	rt := openGo(t)
 	for _, id := range []string{"org/big-lfs", "org/big-plain"} {
@@ -207,13 +188,13 @@ func TestResolveAdapterRefusesOversizedWeights(t *testing.T) {
 				t.Errorf("%s: the error does not say %q: %v", id, part, err)
 			}
 		}
-		if n := servedFor(s, peft.WeightsFile); n != 0 {
+		if n := s.BytesServedFor(peft.WeightsFile); n != 0 {
 			t.Errorf("%s: %d bytes of the oversized weights were served", id, n)
 		}
 		if elapsed > 10*time.Second {
 			t.Errorf("%s: the refusal took %v", id, elapsed)
 		}
-		t.Logf("%s: refused after %v, %d bytes of %s served: %v", id, elapsed.Round(time.Millisecond), servedFor(s, peft.WeightsFile), peft.WeightsFile, err)
+		t.Logf("%s: refused after %v, %d bytes of %s served: %v", id, elapsed.Round(time.Millisecond), s.BytesServedFor(peft.WeightsFile), peft.WeightsFile, err)
 
 		m, err := models.Load(ctx, rt, filepath.Join(modelsDir(t), "gpt2-tiny"), models.LoadOptions{})
 		if err != nil {
@@ -222,19 +203,19 @@ func TestResolveAdapterRefusesOversizedWeights(t *testing.T) {
 		if _, err := peft.Load(ctx, rt, m, id, peft.Options{Hub: models.HubOptions{Hub: c}}); !errors.Is(err, hub.ErrTooLarge) {
 			t.Errorf("peft.Load(%s): err %v, want hub.ErrTooLarge", id, err)
 		}
-		if n := servedFor(s, peft.WeightsFile); n != 0 {
+		if n := s.BytesServedFor(peft.WeightsFile); n != 0 {
 			t.Errorf("peft.Load(%s): %d bytes of the oversized weights were served", id, n)
 		}
 	}
 
 	// An oversized adapter_config.json is refused from its announced size too.
 	s.ResetRequests()
-	s.AddRepo("model", "org/big-config", map[string][]byte{peft.ConfigFile: noise(2<<20, 3), peft.WeightsFile: noise(1024, 4)}, hubtest.RepoOptions{})
+	s.AddRepo("model", "org/big-config", map[string][]byte{peft.ConfigFile: hubtest.Noise(2<<20, 3), peft.WeightsFile: hubtest.Noise(1024, 4)}, hubtest.RepoOptions{})
 	if _, err := peft.ResolveAdapter(ctx, "org/big-config", base, models.HubOptions{Hub: c}); !errors.Is(err, hub.ErrTooLarge) ||
 		!strings.Contains(err.Error(), peft.ConfigFile) || !strings.Contains(err.Error(), strconv.Itoa(peft.MaxConfigBytes)) {
 		t.Errorf("2 MiB %s: %v, want hub.ErrTooLarge naming it and %d", peft.ConfigFile, err, peft.MaxConfigBytes)
 	}
-	if n := servedFor(s, peft.ConfigFile); n != 0 {
+	if n := s.BytesServedFor(peft.ConfigFile); n != 0 {
 		t.Errorf("%d bytes of the oversized config were served", n)
 	}
 
