@@ -10,9 +10,11 @@ import (
 	"sync"
 )
 
-// DefaultMaxMemoryTokens is how many kept tokens GroupTexts holds in memory (256 MiB of int32)
-// before it spills them to a file.
-const DefaultMaxMemoryTokens = 64 << 20
+// DefaultMaxMemoryTokens is how many kept tokens GroupTexts holds in memory (32 MiB of int32,
+// up to twice that while the slice grows) before it spills them to a file. Get reads a spilled
+// block with one ReadAt from the page cache, so a small bound costs little; a larger one cost a
+// run under `ulimit -v 2097152` its life (64 Mi tokens grew the slice past the heap there was).
+const DefaultMaxMemoryTokens = 8 << 20
 
 // GroupOptions bound the memory GroupTextsWith uses for the blocks it keeps.
 type GroupOptions struct {

@@ -15,7 +15,7 @@
 // JSON scans, or from anything else) into one file of versioned, checksummed little-endian
 // records, and keeps only where each record starts (8 bytes an example); Get reads one record
 // with one ReadAt, so memory is bounded by the batches in flight, not the dataset. GroupTexts'
-// TokenBlocks hold up to GroupOptions.MaxMemoryTokens (64 Mi by default) in memory and spill the
+// TokenBlocks hold up to GroupOptions.MaxMemoryTokens (8 Mi by default) in memory and spill the
 // whole token stream to a file past that, with the same blocks bit for bit. Both files are
 // unlinked as soon as they are created where the OS allows (a crash leaves nothing behind) and
 // removed by Close. Bad rows (empty, longer than StoreOptions.MaxSeqLength, arrays of unequal

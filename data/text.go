@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/gotpu/gotpu/data/table"
 	"github.com/gotpu/gotpu/data/tokenizer"
 )
 
@@ -98,6 +99,11 @@ func forEachJSONLine(path string, fn func(lineNo int, obj map[string]json.RawMes
 			return fmt.Errorf("data: %s:%d: line longer than %d bytes", path, lineNo, maxLine)
 		}
 		if len(line) > 0 && len(trimSpace(line)) > 0 {
+			// Bounded before decoding: a map entry and a key copy per key, and encoding/json
+			// nests 10,000 levels deep (a 54 MB line of 5M keys took 660 MB).
+			if cerr := table.CheckJSONRecord(line, 0); cerr != nil {
+				return fmt.Errorf("data: %s:%d: %w", path, lineNo, cerr)
+			}
 			var obj map[string]json.RawMessage
 			if jerr := json.Unmarshal(line, &obj); jerr != nil {
 				return fmt.Errorf("data: %s:%d: %w", path, lineNo, jerr)
@@ -125,6 +131,13 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 		chunk, err := r.ReadSlice('\n')
 		if len(line)+len(chunk) > limit {
 			return nil, errLineTooLong
+		}
+		if len(line)+len(chunk) > cap(line) {
+			// Doubling: append grows a large slice by a quarter, allocating five times a long
+			// line's size on the way to holding it.
+			grown := make([]byte, len(line), min(max(2*cap(line), len(line)+len(chunk)), limit))
+			copy(grown, line)
+			line = grown
 		}
 		line = append(line, chunk...)
 		if !errors.Is(err, bufio.ErrBufferFull) {
@@ -205,11 +218,18 @@ func (b *TokenBlocks) Tokens() int {
 // default batch_size 1000): the remainder shorter than a block is dropped per group, as HF does.
 const groupTextsBatch = 1000
 
+// groupTextsChunkBytes is how much text GroupTextsWith gives the tokenizer at a time (a longer
+// document goes alone): enough documents for every core, few enough encodings held at once.
+const groupTextsChunkBytes = 256 << 10
+
+// groupTextsKeepTokens is how many of a chunk's tokens may wait before its full blocks are kept.
+const groupTextsKeepTokens = 1 << 20
+
 // GroupTexts tokenizes documents (with the tokenizer's special tokens when addSpecialTokens, HF's
 // default) and concatenates and splits them into blocks of blockSize tokens, exactly as HF
 // run_clm.py's tokenize_function + group_texts do: per group of 1000 documents, the concatenated
 // tokens are cut to a multiple of blockSize and split. Documents are encoded on all cores. It is
-// GroupTextsWith(DefaultGroupOptions()): past 64 Mi kept tokens the blocks spill to os.TempDir();
+// GroupTextsWith(DefaultGroupOptions()): past 8 Mi kept tokens the blocks spill to os.TempDir();
 // Close the result to remove the file.
 func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool) (*TokenBlocks, error) {
 	return GroupTextsWith(ctx, tok, docs, blockSize, addSpecialTokens, DefaultGroupOptions())
@@ -217,8 +237,9 @@ func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, bl
 
 // GroupTextsWith is GroupTexts with the memory it holds bounded by opts: once the kept tokens
 // would exceed opts.MaxMemoryTokens they are appended, in the same order, to a file in opts.Dir,
-// and Get reads blocks from it; the blocks are the same bit for bit. Memory then holds one group
-// of 1000 documents' tokens at a time. Close the result to remove the file.
+// and Get reads blocks from it; the blocks are the same bit for bit. Memory then holds the
+// encodings of one chunk of text (groupTextsChunkBytes, or one longer document) at a time,
+// however long a group's documents. Close the result to remove the file.
 func GroupTextsWith(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool, opts GroupOptions) (_ *TokenBlocks, err error) {
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("data: block_size %d is not positive", blockSize)
@@ -232,39 +253,71 @@ func GroupTextsWith(ctx context.Context, tok tokenizer.Tokenizer, docs Documents
 			_ = out.Close() // the error is the one to report; the spill file goes either way
 		}
 	}()
-	batch := make([]tokenizer.Input, 0, groupTextsBatch)
-	flush := func() error {
-		if len(batch) == 0 {
+	// A group of 1000 documents is tokenized a chunk at a time (groupTextsChunkBytes of text, or
+	// one longer document) and its full blocks kept as they fill: only the group's last partial
+	// block is dropped, as when the whole group is concatenated first, but the encodings held at
+	// once are a chunk's, not the group's (1000 rows of 1 MiB held gigabytes of encodings).
+	var (
+		chunk      []tokenizer.Input
+		chunkBytes int
+		inGroup    int
+		pending    []int32 // the group's tokens not kept yet: fewer than blockSize between chunks
+	)
+	encode := func() error {
+		if len(chunk) == 0 {
 			return nil
 		}
-		encs, err := tok.EncodeBatch(ctx, batch, addSpecialTokens)
+		encs, err := tok.EncodeBatch(ctx, chunk, addSpecialTokens)
 		if err != nil {
 			return fmt.Errorf("data: tokenizing: %w", err)
 		}
-		var concat []int32
-		for _, e := range encs {
+		clear(chunk) // the documents may be large: let them go now
+		chunk, chunkBytes = chunk[:0], 0
+		for i, e := range encs {
 			for _, id := range e.IDs {
-				concat = append(concat, int32(id))
+				pending = append(pending, int32(id))
+			}
+			encs[i] = nil
+			if full := len(pending) / blockSize * blockSize; full >= groupTextsKeepTokens {
+				if err := out.keep(pending[:full], opts); err != nil {
+					return err
+				}
+				pending = append(pending[:0], pending[full:]...)
 			}
 		}
-		if err := out.keep(concat[:len(concat)/blockSize*blockSize], opts); err != nil {
+		full := len(pending) / blockSize * blockSize
+		if err := out.keep(pending[:full], opts); err != nil {
 			return err
 		}
-		batch = batch[:0]
+		pending = append(pending[:0], pending[full:]...)
+		return nil
+	}
+	endGroup := func() error {
+		if err := encode(); err != nil {
+			return err
+		}
+		pending, inGroup = pending[:0], 0
 		return nil
 	}
 	for doc, err := range docs {
 		if err != nil {
 			return nil, err
 		}
-		batch = append(batch, tokenizer.Single(doc))
-		if len(batch) == groupTextsBatch {
-			if err := flush(); err != nil {
+		chunk = append(chunk, tokenizer.Single(doc))
+		chunkBytes += len(doc)
+		inGroup++
+		if chunkBytes >= groupTextsChunkBytes {
+			if err := encode(); err != nil {
+				return nil, err
+			}
+		}
+		if inGroup == groupTextsBatch {
+			if err := endGroup(); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := flush(); err != nil {
+	if err := endGroup(); err != nil {
 		return nil, err
 	}
 	if out.spill != nil {

@@ -35,29 +35,15 @@ func loadTokenizer(t *testing.T, name string) *tokenizer.Pipeline {
 	return tok
 }
 
-// TestGroupTexts: blocks are the concatenated token streams cut to a multiple of block_size per
-// group of 1000 documents, as run_clm's group_texts.
-func TestGroupTexts(t *testing.T) {
-	tok := loadTokenizer(t, "gpt2")
-	path := filepath.Join(t.TempDir(), "corpus.txt")
-	var lines []string
-	for i := range 2500 { // three groups: 1000, 1000, 500 documents
-		lines = append(lines, strings.Repeat("package main func f() int { return 42 } ", 1+i%3))
-	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const block = 64
-	blocks, err := GroupTexts(context.Background(), tok, TextLines(path), block, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Expected: per group, the concatenation of each line's ids, cut to a multiple of 64.
+// groupTextsReference is run_clm's group_texts written plainly: per group of 1000 documents,
+// the concatenation of each one's ids, cut to a multiple of block.
+func groupTextsReference(t *testing.T, tok tokenizer.Tokenizer, docs []string, block int) []int32 {
+	t.Helper()
 	var want []int32
-	for g := 0; g < len(lines); g += 1000 {
+	for g := 0; g < len(docs); g += 1000 {
 		var concat []int32
-		for _, l := range lines[g:min(g+1000, len(lines))] {
-			e, err := tok.Encode(l, true)
+		for _, d := range docs[g:min(g+1000, len(docs))] {
+			e, err := tok.Encode(d, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,17 +53,45 @@ func TestGroupTexts(t *testing.T) {
 		}
 		want = append(want, concat[:len(concat)/block*block]...)
 	}
-	if blocks.Tokens() != len(want) || blocks.Len() != len(want)/block {
-		t.Fatalf("%d tokens in %d blocks, want %d", blocks.Tokens(), blocks.Len(), len(want))
+	return want
+}
+
+// TestGroupTexts: blocks are the concatenated token streams cut to a multiple of block_size per
+// group of 1000 documents, as run_clm's group_texts. The long corpora give the tokenizer a group
+// in several chunks (groupTextsChunkBytes), one of them a single document longer than a chunk:
+// blocks that straddle chunks are kept, only each group's last partial block is dropped.
+func TestGroupTexts(t *testing.T) {
+	tok := loadTokenizer(t, "gpt2")
+	const block = 64
+	corpora := map[string][]string{}
+	for i := range 2500 { // three groups: 1000, 1000, 500 documents
+		corpora["short"] = append(corpora["short"], strings.Repeat("package main func f() int { return 42 } ", 1+i%3))
+		corpora["long"] = append(corpora["long"], strings.Repeat("package main func f() int { return 42 } ", 7+i%11))
 	}
-	for i := range blocks.Len() {
-		ex, _ := blocks.Get(i)
-		if !slices.Equal(ex.InputIDs, want[i*block:(i+1)*block]) {
-			t.Fatalf("block %d differs", i)
+	corpora["one long document"] = slices.Clone(corpora["short"][:1500])
+	corpora["one long document"][700] = strings.Repeat("x = y + 1; ", groupTextsChunkBytes/7)
+	for name, lines := range corpora {
+		path := filepath.Join(t.TempDir(), "corpus.txt")
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := GroupTexts(context.Background(), tok, TextLines(path), 1<<30, true); err == nil {
-		t.Error("a block longer than the corpus succeeded")
+		blocks, err := GroupTexts(context.Background(), tok, TextLines(path), block, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := groupTextsReference(t, tok, lines, block)
+		if blocks.Tokens() != len(want) || blocks.Len() != len(want)/block {
+			t.Fatalf("%s: %d tokens in %d blocks, want %d", name, blocks.Tokens(), blocks.Len(), len(want))
+		}
+		for i := range blocks.Len() {
+			ex, _ := blocks.Get(i)
+			if !slices.Equal(ex.InputIDs, want[i*block:(i+1)*block]) {
+				t.Fatalf("%s: block %d differs", name, i)
+			}
+		}
+		if _, err := GroupTexts(context.Background(), tok, TextLines(path), 1<<30, true); err == nil {
+			t.Errorf("%s: a block longer than the corpus succeeded", name)
+		}
 	}
 }
 

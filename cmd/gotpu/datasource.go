@@ -179,7 +179,9 @@ func tableDocuments(ctx context.Context, ts []*table.Table, column string) data.
 				if !valid {
 					return fmt.Errorf("%s: row %d: column %q is null", t.Path(), row, column)
 				}
-				if !yield(s, nil) {
+				// s may share the reader's buffers, valid during this call only; the consumer
+				// (GroupTexts) holds documents across calls.
+				if !yield(strings.Clone(s), nil) {
 					return stop
 				}
 				return nil

@@ -80,6 +80,9 @@ func sftFirstKeys(s *dataSource) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := table.CheckJSONRecord(row.JSON, 0); err != nil {
+				return nil, fmt.Errorf("%s: row 0: %w", path, err)
+			}
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(row.JSON, &obj); err != nil {
 				return nil, fmt.Errorf("row 0: %w", err)

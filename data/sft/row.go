@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gotpu/gotpu/data/table"
 )
 
 // Format is the kind of SFT data a row holds (TRL's dataset types).
@@ -83,6 +85,9 @@ func present(obj map[string]json.RawMessage, key string) bool {
 // parseRow detects a row's format from its keys, as TRL does, and validates the fields it
 // reads. Errors name the field.
 func parseRow(raw []byte, textField string) (parsed, error) {
+	if err := table.CheckJSONRecord(raw, 0); err != nil {
+		return parsed{}, err
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return parsed{}, fmt.Errorf("not a JSON object: %w", err)
@@ -219,16 +224,22 @@ func stringField(obj map[string]json.RawMessage, key string) (string, error) {
 // a string, a list of parts, null or absent (assistant turns with tool_calls). fromValue
 // converts ShareGPT's {"from", "value"} to {"role", "content"} (TRL's maybe_convert_to_chatml).
 func parseMessages(field string, raw json.RawMessage, fromValue bool) ([]json.RawMessage, error) {
-	var msgs []json.RawMessage
-	if !isList(raw) || json.Unmarshal(raw, &msgs) != nil {
-		return nil, fmt.Errorf("field %q: %s, want a list of messages", field, kindOf(raw))
+	msgs, err := messageList(field, raw)
+	if err != nil {
+		return nil, err
 	}
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("field %q: an empty list of messages", field)
 	}
 	for i, m := range msgs {
 		var obj map[string]json.RawMessage
-		if kindOf(m) != "an object" || json.Unmarshal(m, &obj) != nil {
+		if kindOf(m) != "an object" {
+			return nil, fmt.Errorf("field %q: message %d: %s, want an object with \"role\"", field, i, kindOf(m))
+		}
+		if err := table.CheckJSONRecord(m, 0); err != nil {
+			return nil, fmt.Errorf("field %q: message %d: %w", field, i, err)
+		}
+		if json.Unmarshal(m, &obj) != nil {
 			return nil, fmt.Errorf("field %q: message %d: %s, want an object with \"role\"", field, i, kindOf(m))
 		}
 		if fromValue {
@@ -282,4 +293,37 @@ func parseTools(raw json.RawMessage) ([]json.RawMessage, error) {
 		return nil, fmt.Errorf("field \"tools\": %s, want a list of tools (or a string of one in JSON)", kindOf(raw))
 	}
 	return tools, nil
+}
+
+// MaxMessages bounds the messages of one conversation. A row's bytes are bounded
+// (MaxRowBytes), but decoding a list holds a slice header per element: 64 MiB of "0," made
+// 32M of them (780 MB) before the first was found not to be a message.
+const MaxMessages = 1 << 16
+
+// messageList decodes a list of messages one element at a time, stopping at the first element
+// that is not an object and at MaxMessages.
+func messageList(field string, raw json.RawMessage) ([]json.RawMessage, error) {
+	notList := fmt.Errorf("field %q: %s, want a list of messages", field, kindOf(raw))
+	if !isList(raw) {
+		return nil, notList
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil, notList
+	}
+	var msgs []json.RawMessage
+	for dec.More() {
+		if len(msgs) == MaxMessages {
+			return nil, fmt.Errorf("field %q: more than %d messages (sft.MaxMessages, the most a conversation may hold): %w", field, MaxMessages, table.ErrTooLarge)
+		}
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return nil, notList
+		}
+		if kindOf(m) != "an object" {
+			return nil, fmt.Errorf("field %q: message %d: %s, want an object with \"role\"", field, len(msgs), kindOf(m))
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,6 +50,11 @@ func TestBadRows(t *testing.T) {
 		{"packing without max_length", []string{good}, func(c *Config) { c.Packing, c.MaxLength = true, 0 }, "max_length: packing needs a row length"},
 		{"unknown strategy", []string{good}, func(c *Config) { c.Packing, c.PackingStrategy = true, "ffd" }, `packing_strategy: "ffd" is not one of bfd, bfd_split, wrapped`},
 		{"padding_free without packing", []string{good}, func(c *Config) { c.PaddingFree = true }, "padding_free: without packing, max_length (1024) is not enforced"},
+		// Issue 38: bounded before decoding (each once took hundreds of MB under 2 GB).
+		{"too many keys", []string{manyKeysRow(1 << 17)}, nil, "line 1: an object of more than 65536 keys"},
+		{"nested too deep", []string{`{"text": "a", "meta": ` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`}, nil, "line 1: arrays and objects nested deeper than 1000 levels"},
+		{"too many messages", []string{`{"messages": [` + strings.Repeat(`{},`, MaxMessages) + `{}]}`}, nil, `line 1: field "messages": more than 65536 messages (sft.MaxMessages`},
+		{"a message of too many keys", []string{`{"messages": [{"role": "user", "content": "a"}, ` + manyKeysRow(1<<17) + `]}`}, nil, `line 1: field "messages": message 1: an object of more than 65536 keys`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := qwenConfig()
@@ -65,6 +71,16 @@ func TestBadRows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyKeysRow is an object of a "text" key and n others.
+func manyKeysRow(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"text": "x"`)
+	for i := range n {
+		b.WriteString(`, "k` + strconv.Itoa(i) + `": 0`)
+	}
+	return b.String() + "}"
 }
 
 // TestNoGenerationBlocks: assistant_only_loss with a template that has no {% generation %}

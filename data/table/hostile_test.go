@@ -10,12 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/gotpu/gotpu/data/table/tabletest"
 )
 
 // Hostile inputs of issue 38 (findings 4, 5 and 10): small files that made the readers take far
@@ -50,7 +45,7 @@ func nestedArrays(depth int, pad string) string {
 // record; deeper nesting is an error naming the file, row and the limit, in Open and in scans.
 func TestNestedJSONOnePass(t *testing.T) {
 	pad := strings.Repeat("x", 1000)
-	line := `{"text": "hi", "nested": ` + nestedArrays(maxJSONDepth-1, pad) + "}\n"
+	line := `{"text": "hi", "nested": ` + nestedArrays(MaxJSONDepth-1, pad) + "}\n"
 	p := writeFile(t, "nested.jsonl", line)
 	var cols []Column
 	var texts []string
@@ -62,8 +57,8 @@ func TestNestedJSONOnePass(t *testing.T) {
 		cols = tb.Columns()
 		texts = scanAllStrings(t, p, "text")
 	})
-	t.Logf("%d-byte line, %d levels: %.1f MiB allocated", len(line), maxJSONDepth, mib(int64(n)))
-	want := strings.Repeat("list<", maxJSONDepth-1) + "int64" + strings.Repeat(">", maxJSONDepth-1)
+	t.Logf("%d-byte line, %d levels: %.1f MiB allocated", len(line), MaxJSONDepth, mib(int64(n)))
+	want := strings.Repeat("list<", MaxJSONDepth-1) + "int64" + strings.Repeat(">", MaxJSONDepth-1)
 	if len(cols) != 2 || cols[1].Type != want {
 		t.Fatalf("columns %v", cols)
 	}
@@ -75,8 +70,8 @@ func TestNestedJSONOnePass(t *testing.T) {
 		t.Fatalf("typing a %d-byte line allocated %.1f MiB, more than %.1f MiB", len(line), mib(int64(n)), mib(int64(limit)))
 	}
 
-	deep := nestedArrays(maxJSONDepth, "y")
-	limit := fmt.Sprint(maxJSONDepth)
+	deep := nestedArrays(MaxJSONDepth, "y")
+	limit := fmt.Sprint(MaxJSONDepth)
 	for name, content := range map[string]string{
 		"deep-first.jsonl": `{"text": "a", "nested": ` + deep + "}\n",
 		"deep-first.json":  `[{"text": "a", "nested": ` + deep + "}]",
@@ -184,59 +179,10 @@ func scanAllStringsOpts(t testing.TB, path, col string, opts Options) []string {
 	return out
 }
 
-// writeRepeatedParquet writes rows rows whose "text" is one string of size bytes, zstd-compressed,
-// as a dictionary (one entry and rows indices: a file of about a kilobyte) or DELTA_BYTE_ARRAY
-// (each row the previous one's prefix: as small), after small rows of "x" (DELTA_BYTE_ARRAY only).
+// writeRepeatedParquet is tabletest.WriteRepeatedParquet, failing the test on an error.
 func writeRepeatedParquet(t *testing.T, path string, small, rows, size int, dict bool) {
 	t.Helper()
-	long := strings.Repeat("a", size-1) + "z"
-	var typ arrow.DataType = arrow.BinaryTypes.String
-	if dict {
-		typ = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
-	}
-	sc := arrow.NewSchema([]arrow.Field{{Name: "text", Type: typ}}, nil)
-	var col arrow.Array
-	if dict {
-		vb := array.NewStringBuilder(memory.DefaultAllocator)
-		vb.Append(long)
-		values := vb.NewArray()
-		ib := array.NewInt32Builder(memory.DefaultAllocator)
-		ib.AppendValues(make([]int32, rows), nil)
-		indices := ib.NewArray()
-		col = array.NewDictionaryArray(typ, indices, values)
-		values.Release()
-		indices.Release()
-	} else {
-		sb := array.NewStringBuilder(memory.DefaultAllocator)
-		for range small {
-			sb.Append("x")
-		}
-		for range rows {
-			sb.Append(long)
-		}
-		col = sb.NewArray()
-	}
-	rec := array.NewRecordBatch(sc, []arrow.Array{col}, int64(col.Len()))
-	col.Release()
-	defer rec.Release()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	props := []parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Zstd), parquet.WithStats(false),
-		parquet.WithDictionaryPageSizeLimit(int64(2 * size))}
-	if !dict {
-		props = append(props, parquet.WithDictionaryDefault(false), parquet.WithEncoding(parquet.Encodings.DeltaByteArray))
-	}
-	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(props...), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if err := tabletest.WriteRepeatedParquet(path, small, rows, size, dict); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -276,7 +222,7 @@ func scanPeak(t *testing.T, path string, opts Options, small int64, want string)
 // metadata's few bytes a row (refused before, after taking 2 GB).
 func TestParquetRepeatedLongStrings(t *testing.T) {
 	const size = 1 << 20
-	long := strings.Repeat("a", size-1) + "z"
+	long := tabletest.Long(size)
 	dict := filepath.Join(t.TempDir(), "dict.parquet")
 	writeRepeatedParquet(t, dict, 0, 5000, size, true)
 	st, err := os.Stat(dict)
@@ -300,7 +246,7 @@ func TestParquetRepeatedLongStrings(t *testing.T) {
 // decoded bytes of the rows before them, not from the metadata's few bytes a row; and rows that
 // grow suddenly past a batch's budget are read again in smaller batches.
 func TestParquetDeltaRepeated(t *testing.T) {
-	long := strings.Repeat("a", 256<<10-1) + "z"
+	long := tabletest.Long(256 << 10)
 	delta := filepath.Join(t.TempDir(), "delta.parquet")
 	writeRepeatedParquet(t, delta, 0, 200, 256<<10, false)
 	rows, peak, err := scanPeak(t, delta, Options{MaxCellBytes: 1 << 20}, 0, long)

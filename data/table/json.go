@@ -192,7 +192,7 @@ func (s jsonSource) records(ctx context.Context, t *Table, fn func(row, line int
 			}
 			if strings.Contains(err.Error(), "exceeded max depth") {
 				// encoding/json's own bound (10,000 levels) met before the walk could meet
-				// maxJSONDepth: the same error. Its message is the only sign of it.
+				// MaxJSONDepth: the same error. Its message is the only sign of it.
 				return fmt.Errorf("table: %s: row %d: %w", t.path, row, errJSONDepth)
 			}
 			return fmt.Errorf("table: %s: row %d (byte %d): %w (%w)", t.path, row, dec.InputOffset(), err, ErrCorrupt)

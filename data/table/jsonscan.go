@@ -9,22 +9,22 @@ import (
 	"unicode/utf8"
 )
 
-// maxJSONDepth bounds how deep arrays and objects nest in one JSON record, its own braces
+// MaxJSONDepth bounds how deep arrays and objects nest in one JSON record, its own braces
 // included. Nothing here recurses on nesting (records are walked and typed in one iterative
 // pass), so the bound is not for this package's sake: it turns a pathological record into a
 // clear error naming the limit. Python's json, which datasets falls back on, stops near the same
 // depth (its recursion limit); encoding/json stops at 10,000.
-const maxJSONDepth = 1000
+const MaxJSONDepth = 1000
 
 var (
 	errJSONSyntax = errors.New("invalid JSON")
-	errJSONDepth  = fmt.Errorf("arrays and objects nested deeper than %d levels, the most a JSON record may have: %w", maxJSONDepth, ErrTooLarge)
+	errJSONDepth  = fmt.Errorf("arrays and objects nested deeper than %d levels, the most a JSON record may have: %w", MaxJSONDepth, ErrTooLarge)
 	errNotObject  = fmt.Errorf("not a JSON object: %w", ErrCorrupt)
 )
 
 // walkObject calls fn with each top-level key of the JSON object obj (raw, quotes included) and
 // its value, in order, without allocating: the values stay slices of obj. An object of more than
-// maxKeys keys is refused at key maxKeys+1 (errFields), nesting deeper than maxJSONDepth where it
+// maxKeys keys is refused at key maxKeys+1 (errFields), nesting deeper than MaxJSONDepth where it
 // is met (errJSONDepth). The walk checks structure only as far as it needs to find the keys and
 // values: a JSON line is also validated (validJSON); an array's objects are by its decoder.
 func walkObject(obj []byte, maxKeys int, fn func(key, val []byte) error) error {
@@ -98,7 +98,7 @@ func skipString(b []byte, i int) (int, error) {
 }
 
 // skipValue returns the end of the JSON value starting at b[i], which sits depth levels deep. It
-// counts brackets instead of recursing, so nesting costs no stack; past maxJSONDepth it stops.
+// counts brackets instead of recursing, so nesting costs no stack; past MaxJSONDepth it stops.
 func skipValue(b []byte, i, depth int) (int, error) {
 	level := 0
 	for {
@@ -108,7 +108,7 @@ func skipValue(b []byte, i, depth int) (int, error) {
 		}
 		switch c := b[i]; {
 		case c == '[' || c == '{':
-			if level++; depth+level > maxJSONDepth {
+			if level++; depth+level > MaxJSONDepth {
 				return 0, errJSONDepth
 			}
 			i++
