@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/gotpu/gotpu/internal/aslimit"
 	"github.com/gotpu/gotpu/internal/cli"
 )
 
@@ -39,6 +40,9 @@ func commands() []command {
 }
 
 func main() {
+	// Under `ulimit -v` the heap gets what the runtime's and malloc's reservations leave; the
+	// collector then works to stay below it (the arenas were capped when the binary loaded).
+	aslimit.SoftLimit()
 	ctx, stop := notifySignals(context.Background(), os.Stderr)
 	code := run(ctx, commands(), os.Args[1:], os.Stdout, os.Stderr)
 	stop()

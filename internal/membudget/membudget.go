@@ -250,3 +250,21 @@ func (c *Acc) Add(xs ...int64) int64 {
 
 // Overflowed tells whether any operation overflowed.
 func (c *Acc) Overflowed() bool { return c.overflow }
+
+// AddressSpaceLeft is RLIMIT_AS's soft limit (ulimit -v) minus the address space this process
+// has reserved (VmSize); ok is false when there is no such limit or it cannot be measured.
+func AddressSpaceLeft() (int64, bool) {
+	limit, ok := addressSpaceLimit()
+	if !ok {
+		return 0, false
+	}
+	status, err := readKV(filepath.Join("/proc", "self", "status"), ":")
+	if err != nil {
+		return 0, false
+	}
+	kb, ok := status["VmSize"]
+	if !ok {
+		return 0, false
+	}
+	return max(limit-kbToBytes(kb), 0), true
+}
