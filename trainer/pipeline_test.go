@@ -29,8 +29,11 @@ func (w *stepWatch) OnStepEnd(_ context.Context, e *trainer.Event) error {
 // device exactly once per logging point (5), evaluation (2), save (2: step 30, and the last step,
 // where HF's flow always saves) and at the end (1) — never once per step — and each training log
 // entry reports its interval's reads and idle fraction.
-func TestHostSyncsOnlyAtSyncPoints(t *testing.T) {
-	rt := openRT(t, 2)
+func TestHostSyncsOnlyAtSyncPoints(t *testing.T) { hostSyncsOnlyAtSyncPoints(t, openRT(t, 2)) }
+
+// hostSyncsOnlyAtSyncPoints is the check of TestHostSyncsOnlyAtSyncPoints on any runtime (the XLA
+// CPU plugin's in pipeline_xlacpu_test.go): the counts depend on the trainer, not the backend.
+func hostSyncsOnlyAtSyncPoints(t *testing.T, rt *xla.Runtime) {
 	a := baseArgs(t)
 	a.MaxSteps, a.LoggingSteps, a.PerDeviceTrainBatchSize = 50, 10, 2
 	evalSteps := 25.0

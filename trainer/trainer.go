@@ -474,9 +474,20 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	}
 	defer loader.Close()
 
+	// The backend and plugin are named here so that a run's log says where it ran: a PJRT run
+	// never falls back to the pure-Go backend silently.
+	backend := t.rt.Kind()
+	if g := t.rt.GoBackend(); g != "" {
+		backend += "/" + g
+	}
+	plugin := "none"
+	if p, ok := t.rt.Plugin(); ok {
+		plugin = p.Path
+	}
 	t.log.Info("training", "examples", t.train.Len(), "epochs", l.epochs, "replicas", t.replicas,
 		"per_device_batch", bs, "accumulation", t.args.GradientAccumulationSteps,
-		"global_batch", t.args.GlobalTrainBatchSize(t.replicas), "steps", l.maxSteps)
+		"global_batch", t.args.GlobalTrainBatchSize(t.replicas), "steps", l.maxSteps,
+		"backend", backend, "plugin", plugin)
 	control := TrainerControl{}
 	ev := &Event{Args: &t.args, State: &t.state, Control: &control}
 	if err := t.callbacks.OnTrainBegin(ctx, ev); err != nil {

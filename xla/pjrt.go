@@ -5,6 +5,7 @@ package xla
 import (
 	"fmt"
 
+	"github.com/gomlx/go-xla/pkg/pjrt"
 	"github.com/gomlx/gomlx/backends"
 	gomlxxla "github.com/gomlx/gomlx/backends/xla"
 )
@@ -29,11 +30,12 @@ func (r *Runtime) openPJRT(p Plugin) (err error) {
 				"for this machine?", p.Kind, p.Path, v)
 		}
 	}()
-	b, err := gomlxxla.NewWithOptions(p.Path, nil)
+	b, err := gomlxxla.NewWithOptions(p.Path, clientOptions(p.Kind, r.cfg.NumDevices))
 	if err != nil {
 		return fmt.Errorf("xla.Open: loading the %s PJRT plugin %s: %w", p.Kind, p.Path, err)
 	}
 	r.kind = p.Kind
+	describeLoaded(&p)
 	r.plugin = &p
 	r.backend = b
 	if err := r.selectPJRTDevices(p.Kind); err != nil {
@@ -41,6 +43,35 @@ func (r *Runtime) openPJRT(p Plugin) (err error) {
 		return err
 	}
 	return nil
+}
+
+// clientOptions are the PJRT client create options gotpu passes. XLA's CPU plugin makes 4 devices
+// unless told otherwise by the int64 option cpu_device_count (XLA_FLAGS'
+// --xla_force_host_platform_device_count does not reach a PJRT client), so Config.NumDevices is
+// passed as that; other plugins get none (libtpu and the CUDA plugin reject options they do not know).
+func clientOptions(kind string, numDevices int) pjrt.NamedValuesMap {
+	if kind != DeviceCPU || numDevices <= 0 {
+		return nil
+	}
+	return pjrt.NamedValuesMap{"cpu_device_count": int64(numDevices)}
+}
+
+// describeLoaded fills in what the loaded plugin says of itself: its PJRT C API version and the
+// attributes it reports (XLA's CPU plugin: stablehlo_current_version and the like). go-xla keeps
+// loaded plugins by path, so GetPlugin returns the one GoMLX just loaded, without loading again.
+func describeLoaded(p *Plugin) {
+	pl, err := pjrt.GetPlugin(p.Path)
+	if err != nil || pl == nil {
+		return
+	}
+	major, minor := pl.Version()
+	p.APIVersion = fmt.Sprintf("%d.%d", major, minor)
+	if attrs := pl.Attributes(); len(attrs) > 0 {
+		p.Attributes = make(map[string]string, len(attrs))
+		for k, v := range attrs {
+			p.Attributes[k] = fmt.Sprint(v)
+		}
+	}
 }
 
 // selectPJRTDevices records the first cfg.NumDevices (or all) of the plugin's devices.

@@ -4,6 +4,8 @@ package xla
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +16,27 @@ import (
 
 // TestNoAutoInstall pins the GoMLX trap: with XLA compiled in, opening the "xla" backend by name
 // runs an installer that downloads the CPU plugin from GitHub. Importing gotpu's xla package turns
-// that off for the whole process, so GoMLX's own entry point fails fast and locally instead.
+// that off for the whole process, so GoMLX's own entry point fails fast and locally instead. go-xla
+// reads its search path once at start-up, so the check runs in a child process whose
+// PJRT_PLUGIN_LIBRARY_PATH is an empty directory: an installed plugin cannot hide the installer.
 func TestNoAutoInstall(t *testing.T) {
+	if os.Getenv("GOTPU_NO_AUTO_INSTALL_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNoAutoInstall$", "-test.v")
+		cmd.Env = append(os.Environ(), "GOTPU_NO_AUTO_INSTALL_CHILD=1", "PJRT_PLUGIN_LIBRARY_PATH="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestNoAutoInstall") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		t.Logf("child:\n%s", out)
+		return
+	}
 	start := time.Now()
 	b, err := backends.NewWithConfig("xla:cpu")
 	if err == nil {
 		b.Finalize()
-		t.Skip("a CPU PJRT plugin is installed on this machine; nothing to download")
+		t.Fatal("backends.New(xla:cpu) found a plugin in an empty PJRT_PLUGIN_LIBRARY_PATH: did it download one?")
 	}
+	t.Logf("backends.New(xla:cpu): %v", err)
 	if strings.Contains(err.Error(), "auto-install") {
 		t.Fatalf("GoMLX tried to auto-install a plugin: %v", err)
 	}

@@ -15,6 +15,10 @@ import (
 type Plugin struct {
 	Kind string `json:"kind"` // "tpu", "cuda", "cpu" or "pjrt" (unknown kind given by path)
 	Path string `json:"path"` // absolute path of the shared library
+	// Set once the plugin is loaded (Runtime.Info): the PJRT C API version it implements
+	// ("0.81") and the attributes it reports about itself (xla_version, stablehlo_*_version).
+	APIVersion string            `json:"pjrt_api_version,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 // ErrPluginNotFound is wrapped by the error Open returns when a requested PJRT plugin is not installed.
@@ -34,7 +38,9 @@ const tpuLibraryEnv = "TPU_LIBRARY_PATH"
 var pluginFileNames = map[string][]string{
 	DeviceTPU:  {"pjrt_c_api_tpu_plugin.so", "libtpu.so"},
 	DeviceCUDA: {"pjrt_c_api_cuda_plugin.so", "xla_cuda_plugin.so"},
-	DeviceCPU:  {"pjrt_c_api_cpu_plugin.so"},
+	// xla_cpu_pjrt.so is the name inside the xla-cpu-pjrt wheel (scripts/install-xla-cpu.sh
+	// installs it under go-xla's name); lammps-jax-pjrt-cpu uses go-xla's name.
+	DeviceCPU: {"pjrt_c_api_cpu_plugin.so", "xla_cpu_pjrt.so"},
 }
 
 // searchEnv is what plugin discovery reads from the process environment; tests pass their own.
@@ -80,6 +86,9 @@ func (e searchEnv) candidateDirs(kind string) (dirs, patterns []string) {
 		sub = []string{"libtpu"}
 	case DeviceCUDA:
 		sub = []string{"jax_plugins/xla_cuda13", "jax_plugins/xla_cuda12"}
+	case DeviceCPU:
+		// pip install xla-cpu-pjrt, or lammps-jax-pjrt-cpu.
+		sub = []string{"xla_plugins/xla_cpu_pjrt", "lammps_jax_pjrt_cpu"}
 	}
 	var roots []string
 	if e.home != "" {
@@ -251,8 +260,9 @@ func installHint(kind string) string {
 			"PJRT_PLUGIN_LIBRARY_PATH at a directory holding pjrt_c_api_cuda_plugin.so, or pass --plugin_path. " +
 			"gotpu never downloads plugins by itself; `gotpu devices --device go` always works."
 	default:
-		return "Install the XLA CPU plugin as pjrt_c_api_cpu_plugin.so in ~/.local/lib/go-xla or " +
-			"/usr/local/lib/go-xla (go-xla's installer does this), or point PJRT_PLUGIN_LIBRARY_PATH at its " +
+		return "Install XLA's CPU plugin with scripts/install-xla-cpu.sh (make install-xla-cpu: the pinned " +
+			"xla-cpu-pjrt wheel, into ~/.local/lib/go-xla), or pip install xla-cpu-pjrt (gotpu finds " +
+			"xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so in the Python site-packages), or point PJRT_PLUGIN_LIBRARY_PATH at its " +
 			"directory, or pass --plugin_path. gotpu never downloads plugins by itself; the pure-Go " +
 			"backend (--device go) needs no plugin."
 	}

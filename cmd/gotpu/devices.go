@@ -25,7 +25,7 @@ import (
 // description is the backend's own (gotpu's names the GEMM kernel picked for this CPU).
 //
 // With --json, one JSON object: xla.Info's fields (backend, go_backend ("" unless backend is
-// "go"), description, plugin (null or {kind, path}), num_devices, devices [{index, kind, virtual,
+// "go"), description, plugin (null or {kind, path, pjrt_api_version, attributes}), num_devices, devices [{index, kind, virtual,
 // description}], xla_compiled_in).
 func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("devices")
@@ -51,6 +51,9 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	plugin := "none"
 	if info.Plugin != nil {
 		plugin = fmt.Sprintf("%s %s", info.Plugin.Kind, info.Plugin.Path)
+		if info.Plugin.APIVersion != "" {
+			plugin += " (PJRT C API " + info.Plugin.APIVersion + ")"
+		}
 	}
 	xlaState := "compiled in"
 	if !info.XLACompiled {

@@ -10,6 +10,9 @@
 // with no device. The hack is tied to GoMLX v0.26.0's field names: after an upgrade, a renamed
 // field panics here, in tests, never in the library.
 //
+// Tests that execute programs on XLA's CPU plugin use xla/pjrttest instead (it imports xla, which
+// this package must not: xla's own tests import it).
+//
 // It needs GoMLX's XLA backend, so it builds only without the noxla tag. Not safe for concurrent
 // use: one test, one backend.
 package xlatest
