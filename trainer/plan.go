@@ -114,8 +114,9 @@ type PlanBytes struct {
 	// it (the FSDP step accumulates reduce-scattered gradients).
 	Gradients int64
 	// Optimizer is the optimizer state: AdamW's two moments per parameter element the device keeps
-	// (the moments share their parameter's layout: 2 × Parameters); without FSDP, Adafactor's
-	// factored second moments (EstimateMemory's rule).
+	// (the moments share their parameter's layout: 2 × Parameters); Adafactor's factored second
+	// moments (EstimateMemory's rule), counted whole with or without FSDP. FSDP with Adafactor
+	// runs on PJRT plugins; gotpu's pure-Go backend refuses it (trainer/step).
 	Optimizer int64
 	// Gathered is FSDP's other transient: the whole float32 copy of every sharded tensor the
 	// step all-gathers before the forward pass and keeps through the backward pass
@@ -191,8 +192,7 @@ type Plan struct {
 // Errors: a nil model, a config with absurd dimensions (naming the config.json field,
 // models.ErrTooLarge), an unsupported architecture (models.ErrUnsupported), arguments out of range
 // (*FieldError, ErrInvalidArgument: batch, accumulation, block size beyond the model's positions,
-// negative min_num_params or devices, an unknown optimizer), FSDP with Adafactor
-// (ErrUnsupportedArgument: gotpu's FSDP step shards AdamW's moments only), a batch whose memory
+// negative min_num_params or devices, an unknown optimizer), a batch whose memory
 // overflows int64, and a layout refused for req.Devices (shard.ErrUneven, naming the tensor).
 // A target whose layout is refused gets a row with Err set rather than failing the plan.
 //
@@ -241,9 +241,6 @@ func PlanFSDP(req PlanRequest) (Plan, error) {
 		return Plan{}, invalid("devices", "%d is negative", req.Devices)
 	case !slices.Contains(supportedOptimizers, optim):
 		return Plan{}, invalid("optim", "%q is not one of %v", optim, supportedOptimizers)
-	case req.FSDP && optim == "adafactor":
-		return Plan{}, &FieldError{Struct: "PlanRequest", Field: "optim", Kind: ErrUnsupportedArgument,
-			Msg: "adafactor with fsdp full_shard: gotpu refuses FSDP with Adafactor (its FSDP step shards AdamW's moments only); use adamw_torch, or plan without fsdp"}
 	}
 	for _, t := range req.Targets {
 		if t.Devices < 1 || t.HBM < 1 {
@@ -275,6 +272,13 @@ func PlanFSDP(req PlanRequest) (Plan, error) {
 				return PlanBytes{}, err
 			}
 			b.Parameters, b.Optimizer, b.Gathered = c.Mul(kept, 4), c.Mul(kept, 4, 2), c.Mul(whole, 4)
+			if optim == "adafactor" {
+				// Adafactor's factored moments (a row and a column vector per matrix) are
+				// sharded with their parameter on a PJRT plugin where a dimension survives
+				// (trainer/step stateSpec); counted whole here, an upper bound of a few
+				// vectors per tensor.
+				b.Optimizer = est.Optimizer
+			}
 			b.Gradients = c.Mul(fp.Params, 4)
 			if a.GradientAccumulationSteps > 1 {
 				b.Gradients = c.Add(b.Gradients, b.Parameters)

@@ -150,7 +150,6 @@ func TestPlanBadInput(t *testing.T) {
 		{[]string{"--model", gpt2, "--fsdp_min_num_params", "-1"}, 2, []string{"--fsdp_min_num_params -1"}},
 		{[]string{"--model", gpt2, "--device", "v3-8"}, 2, []string{`--device "v3-8"`, "v5e-8"}},
 		{[]string{"--model", gpt2, "--optim", "sgd"}, 2, []string{"optim", `"sgd"`}},
-		{[]string{"--model", gpt2, "--optim", "adafactor", "--fsdp", "full_shard"}, 2, []string{"Adafactor", "adamw_torch"}},
 		{[]string{"--model", gpt2, "--per_device_train_batch_size", "x"}, 2, []string{"per_device_train_batch_size"}},
 		{[]string{"--model", filepath.Join(dir, "missing.json")}, 1, []string{"missing.json", "no such file"}},
 		{[]string{"--model", dir}, 1, []string{dir, "config.json"}},

@@ -13,6 +13,7 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/internal/shard"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // Mesh axis names of an FSDP step: parameters are sharded over "fsdp" and replicated over "data";
@@ -33,7 +34,8 @@ type FSDP struct {
 }
 
 // fsdpPlan is an FSDP stepper's layout: the mesh, each parameter's layout over the fsdp axis
-// (internal/shard) and its sharding spec, which its optimizer state shares.
+// (internal/shard) and its sharding spec, from which its optimizer state's are derived
+// (stateSpec).
 type fsdpPlan struct {
 	cfg     FSDP
 	mesh    *distributed.DeviceMesh
@@ -52,10 +54,12 @@ func (s *Stepper) newFSDPPlan(cfg FSDP) (*fsdpPlan, error) {
 	if cfg.MinNumParams < 0 {
 		return nil, fmt.Errorf("step.Config.FSDP.MinNumParams: %d is negative", cfg.MinNumParams)
 	}
-	if s.cfg.Optimizer.Name != "adamw" && cfg.Shard > 1 {
+	if s.cfg.Optimizer.Name != "adamw" && cfg.Shard > 1 && s.rt.Kind() == xla.DeviceGo {
 		// Adafactor's factored moments are means over a parameter's rows and columns: on a shard
-		// they would need their own collectives, which gotpu does not build.
-		return nil, fmt.Errorf("step.Config.FSDP: optimizer %q is not supported with FSDP (adamw is)", s.cfg.Optimizer.Name)
+		// they would need their own collectives, which the written-out SPMD form on gotpu's
+		// backend (fsdpTrainGraph) does not build. On a PJRT plugin the step is the AutoSharding
+		// program (fsdp_auto.go), whose partitioner adds them.
+		return nil, fmt.Errorf("step.Config.FSDP: optimizer %q is not supported with FSDP on gotpu's backend (adamw is; a PJRT plugin runs both)", s.cfg.Optimizer.Name)
 	}
 	mesh, err := distributed.NewDeviceMesh([]int{cfg.Data, cfg.Shard}, []string{DataAxis, FSDPAxis})
 	if err != nil {
@@ -81,23 +85,62 @@ func (s *Stepper) newFSDPPlan(cfg FSDP) (*fsdpPlan, error) {
 	return f, nil
 }
 
-// shardVariables gives every parameter and its optimizer state its sharding spec, so GoMLX
-// splits their values into per-device shards at the next SPMD execution and the step's outputs
-// replace the shards.
+// shardVariables gives every parameter and its optimizer state its sharding spec (stateSpec), so
+// GoMLX splits their values into per-device shards at the next SPMD execution and the step's
+// outputs replace the shards.
 func (s *Stepper) shardVariables() error {
 	c := s.model.Context()
 	for i, p := range s.params {
-		vars := []*mlctx.Variable{s.variable(c, p)}
-		for _, st := range s.stateShapes(p) {
-			vars = append(vars, c.GetVariableByScopeAndName(optimizerScope(st.kind, p), p.Var()))
+		if err := s.variable(c, p).SetShardingSpec(s.fsdp.specs[i]); err != nil {
+			return fmt.Errorf("step: sharding %s: %w", p.Name, err)
 		}
-		for _, v := range vars {
-			if err := v.SetShardingSpec(s.fsdp.specs[i]); err != nil {
+		for _, st := range s.stateShapes(p) {
+			v := c.GetVariableByScopeAndName(optimizerScope(st.kind, p), p.Var())
+			spec, err := stateSpec(s.fsdp.mesh, s.fsdp.layouts[i], s.fsdp.specs[i], st)
+			if err == nil {
+				err = v.SetShardingSpec(spec)
+			}
+			if err != nil {
 				return fmt.Errorf("step: sharding %s: %w", v.ScopeAndName(), err)
 			}
 		}
 	}
 	return nil
+}
+
+// stateSpec is the sharding spec of optimizer state st of a parameter laid out as l (spec its
+// parameter's): a state of the parameter's shape (AdamW's moments, Adafactor's unfactored
+// second moment of a vector) shares spec. Adafactor's factored second moments of a matrix
+// [a…, m, n] are reductions of it: the row state [a…, m] (the mean over the last dimension) and
+// the column state [a…, n] (over the second-to-last). Each keeps the parameter's sharded
+// dimension where it keeps that dimension (a dimension of a… or m for the rows, of a… or n —
+// then at index rank−2 — for the columns) and is replicated where it reduced the sharded
+// dimension away: each device then holds the whole means, which the partitioner all-reduces over
+// the fsdp axis. Any other state is replicated.
+func stateSpec(mesh *distributed.DeviceMesh, l shard.Layout, spec *distributed.ShardingSpec, st stateShape) (*distributed.ShardingSpec, error) {
+	rank := len(l.Shape)
+	if slices.Equal(st.shape.Dimensions, l.Shape) {
+		return spec, nil
+	}
+	axes := make([]distributed.AxisSpec, st.shape.Rank())
+	dim := -1 // the sharded dimension's index in the state
+	if l.Sharded() && rank >= 2 {
+		switch {
+		case st.kind == "adafactor_row" && l.Dim < rank-1:
+			dim = l.Dim
+		case st.kind == "adafactor_col" && l.Dim < rank-2:
+			dim = l.Dim
+		case st.kind == "adafactor_col" && l.Dim == rank-1:
+			dim = rank - 2
+		}
+	}
+	if dim >= 0 {
+		if dim >= len(axes) || st.shape.Dimensions[dim] != l.Shape[l.Dim] {
+			return nil, fmt.Errorf("state %s %s does not keep dimension %d of its parameter %v", st.kind, st.shape, l.Dim, l.Shape)
+		}
+		axes[dim] = distributed.AxisSpec{FSDPAxis}
+	}
+	return distributed.NewShardingSpec(mesh, axes...)
 }
 
 // readyFSDP configures the gradient and train programs as SPMD programs over the mesh and puts

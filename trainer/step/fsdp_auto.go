@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // graph code reads better unqualified.
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/support/xslices"
 )
 
 // On a PJRT plugin an FSDP step is the AutoSharding program FSDPStableHLO prints: the gradient and
@@ -18,9 +20,16 @@ import (
 // cannot run the SPMD form there: it refuses the sharding spec context.Exec.SPMD gives every
 // variable of an SPMD program, "mesh not found".)
 
-// autoExec makes e an AutoSharding program over the FSDP mesh.
+// autoExec makes e an AutoSharding program over the FSDP mesh, on the runtime's first devices.
+//
+// The device assignment is given explicitly: GoMLX v0.26.0 sets a default one only for a mesh of
+// more than one device (graph.setupBuilderDistribution, taking a one-device program for a
+// portable one), but an AutoSharding program is not portable and go-xla's compile refuses one
+// without an assignment ("no device assignment given to Client.Compile()"). So a 1 × 1 mesh
+// (fsdp full_shard on one device) runs on device 0, where the data-parallel one-device step runs.
 func (s *Stepper) autoExec(e *mlctx.Exec) {
 	e.AutoSharding(s.fsdp.mesh)
+	e.WithDeviceAssignment(xslices.Iota(backends.DeviceNum(0), s.fsdp.mesh.NumDevices()))
 }
 
 // autoOutputs wraps a graph function of an AutoSharding program so that, once it has built its
