@@ -50,6 +50,7 @@ type loopState struct {
 	pending        []pendingHost
 	lastStats      xla.QueueStats // runtime counters at the previous log entry
 	lastStatsValid bool
+	memStats       xla.MemoryStats // the compiler's figures last logged (logCompiledMemory)
 }
 
 // absorb folds read step results, in order, into the totals and the meter, exactly as when
@@ -69,6 +70,7 @@ func (t *Trainer) absorb(ls *loopState, results []step.Result) error {
 			d := time.Duration(r.CompileSeconds * float64(time.Second))
 			t.meter.AddCompile(d)
 			busy -= d
+			t.logCompiledMemory(ls, r.GlobalStep)
 		}
 		t.meter.AddStep(int64(h.samples), int64(h.tokens), max(busy, 0))
 		ls.lastEnd = r.End
@@ -94,6 +96,24 @@ func (t *Trainer) absorb(ls *loopState, results []step.Result) error {
 		ls.lastGradNorm = r.GradNorm
 	}
 	return nil
+}
+
+// logCompiledMemory logs the XLA compiler's memory figures of the train program once it has been
+// compiled (again when a new batch shape compiles a program with other figures). On the pure-Go
+// backend there are none: a debug line says why.
+func (t *Trainer) logCompiledMemory(ls *loopState, globalStep int) {
+	m, err := t.stepper.MemoryStats()
+	if err != nil {
+		t.log.Debug("compiled train step: no compiler memory figures", "step", globalStep, "reason", err)
+		return
+	}
+	if m == ls.memStats {
+		return
+	}
+	ls.memStats = m
+	t.log.Info("compiled train step: XLA memory per device", "step", globalStep, "devices", t.replicas,
+		"argument_bytes", m.Argument, "output_bytes", m.Output, "alias_bytes", m.Alias, "temp_bytes", m.Temp,
+		"code_bytes", m.GeneratedCode, "total_bytes", m.Total())
 }
 
 // sync is a sync point's read: every dispatched step's results, folded into ls.

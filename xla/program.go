@@ -22,6 +22,7 @@ type Program struct {
 	mu          sync.Mutex
 	graphs      map[graph.GraphId]bool
 	compileTime time.Duration
+	last        *graph.Graph // the graph the last Run ran (MemoryStats)
 }
 
 // Compile wraps fn, a function of *graph.Node arguments returning one *graph.Node or a slice of
@@ -46,6 +47,7 @@ func (p *Program) Run(args ...any) (outs []*tensors.Tensor, err error) {
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
 	p.mu.Lock()
+	p.last = g
 	if !p.graphs[g.GraphId()] {
 		// First execution of this graph: the time includes tracing and compiling.
 		p.graphs[g.GraphId()] = true

@@ -34,7 +34,8 @@ import (
 //	<one row per target: GiB with 2 decimals ("-" where a part does not apply), fits yes/no/refused>
 //
 // followed by notes saying what each column counts (trainer.PlanFSDP documents the rules) and,
-// for a refused layout, why.
+// for a refused layout, why. With --compile, --device names a PJRT runtime instead and the plan is
+// checked against the XLA compiler's own figures (runPlanCompile, plan_compile.go).
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("plan")
 	model := fs.String("model", "", "model directory (with config.json) or a config.json file; local only")
@@ -45,10 +46,15 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	optim := fs.String("optim", "adamw_torch", "optimizer: adamw_torch (or another AdamW spelling) or adafactor")
 	fsdp := fs.String("fsdp", "", `"full_shard": shard parameters and optimizer state over each target's devices; empty: data parallel`)
 	minParams := fs.Int64("fsdp_min_num_params", 0, "with --fsdp, tensors with fewer elements stay replicated (fsdp_config min_num_params)")
-	device := fs.String("device", "", "one target ("+strings.Join(trainer.PlanTargetNames(), ", ")+"); empty: all of them")
+	device := fs.String("device", "", "one target ("+strings.Join(trainer.PlanTargetNames(), ", ")+
+		"); empty: all of them. With --compile: the runtime to compile on (cpu, tpu, cuda or auto)")
+	compile := fs.Bool("compile", false, "build the model (random weights) on --device's PJRT plugin, run one train step over "+
+		"--num_devices devices and print the XLA compiler's memory figures next to the planner's")
+	numDevices := fs.Int("num_devices", 0, "with --compile: devices to use (0: all of the plugin's)")
+	pluginPath := fs.String("plugin_path", "", "with --compile: PJRT plugin file or directory to use instead of searching")
 	if err := parse(fs, args, stderr, "--model DIR|config.json [--bf16] [--per_device_train_batch_size N] [--block_size L] "+
 		"[--gradient_accumulation_steps G] [--optim adamw_torch|adafactor] [--fsdp full_shard] [--device "+
-		strings.Join(trainer.PlanTargetNames(), "|")+"]"); err != nil {
+		strings.Join(trainer.PlanTargetNames(), "|")+"] | [--compile --device cpu|tpu|cuda|auto [--num_devices N]]"); err != nil {
 		return err
 	}
 	switch {
@@ -66,8 +72,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.UsageError("--fsdp_min_num_params %d: must not be negative", *minParams)
 	case *fsdp != "" && *fsdp != "full_shard":
 		return cli.UsageError("--fsdp %q: gotpu plans full_shard only (or no --fsdp: data parallel)", *fsdp)
+	case !*compile && (*numDevices != 0 || *pluginPath != ""):
+		return cli.UsageError("--num_devices and --plugin_path choose the runtime of --compile: add --compile, or remove them")
+	case *compile && *numDevices < 0:
+		return cli.UsageError("--num_devices %d: must not be negative (0: all)", *numDevices)
 	}
 	req := trainer.PlanRequest{FSDP: *fsdp == "full_shard", MinNumParams: *minParams, BlockSize: *block}
+	if *compile {
+		return runPlanCompile(ctx, stdout, req, planCompileFlags{model: *model, bf16: *bf16, batch: *batch, accum: *accum,
+			optim: *optim, device: *device, numDevices: *numDevices, pluginPath: *pluginPath})
+	}
 	if *device != "" {
 		t, ok := trainer.LookupPlanTarget(*device)
 		if !ok {
@@ -75,17 +89,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		req.Targets = []trainer.PlanTarget{t}
 	}
-	path, err := configPath(*model)
+	path, err := planModel(&req, *model, *bf16, *batch, *accum, *optim)
 	if err != nil {
 		return err
 	}
-	cfg, err := models.ParseConfig(path)
-	if err != nil {
-		return err
-	}
-	req.Model = cfg
-	req.Args = trainer.DefaultTrainingArguments()
-	req.Args.BF16, req.Args.PerDeviceTrainBatchSize, req.Args.GradientAccumulationSteps, req.Args.Optim = *bf16, *batch, *accum, *optim
 	p, err := trainer.PlanFSDP(req)
 	if errors.Is(err, trainer.ErrInvalidArgument) || errors.Is(err, trainer.ErrUnsupportedArgument) {
 		return cli.UsageError("%s: %v", path, err)
@@ -115,24 +122,7 @@ func configPath(model string) (string, error) {
 // writePlan prints p in runPlan's format.
 func writePlan(w io.Writer, p trainer.Plan) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model      %s (%s), %s parameters (%d tensors)\n", p.ModelType, p.Architecture, thousands(p.Params), p.Tensors)
-	if p.Optim == "adafactor" {
-		fmt.Fprintf(&b, "optimizer  adafactor (factored float32 second moments)\n")
-	} else {
-		fmt.Fprintf(&b, "optimizer  %s (AdamW: two float32 moments per parameter)\n", p.Optim)
-	}
-	if p.BF16 {
-		fmt.Fprintf(&b, "dtype      bf16 compute; float32 parameters, gradients and optimizer state\n")
-	} else {
-		fmt.Fprintf(&b, "dtype      float32\n")
-	}
-	fmt.Fprintf(&b, "batch      per_device_train_batch_size %d, block_size %d, gradient_accumulation_steps %d\n",
-		p.Batch, p.BlockSize, p.GradientAccumulationSteps)
-	if p.FSDP {
-		fmt.Fprintf(&b, "fsdp       full_shard over each target's devices (min_num_params %d)\n", p.MinNumParams)
-	} else {
-		fmt.Fprintf(&b, "fsdp       no: data parallel, every device holds all parameters, gradients and optimizer state\n")
-	}
+	writePlanHeader(&b, p)
 	b.WriteString("\nper device, GiB\n")
 	row := func(cols ...string) {
 		fmt.Fprintf(&b, "%-7s %7s %8s %8s %9s %8s %11s %8s %7s  %s\n", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
@@ -186,6 +176,28 @@ func writePlan(w io.Writer, p trainer.Plan) error {
 	return err
 }
 
+// writePlanHeader prints the plan's first lines: model, optimizer, dtype, batch and fsdp.
+func writePlanHeader(b *strings.Builder, p trainer.Plan) {
+	fmt.Fprintf(b, "model      %s (%s), %s parameters (%d tensors)\n", p.ModelType, p.Architecture, thousands(p.Params), p.Tensors)
+	if p.Optim == "adafactor" {
+		fmt.Fprintf(b, "optimizer  adafactor (factored float32 second moments)\n")
+	} else {
+		fmt.Fprintf(b, "optimizer  %s (AdamW: two float32 moments per parameter)\n", p.Optim)
+	}
+	if p.BF16 {
+		fmt.Fprintf(b, "dtype      bf16 compute; float32 parameters, gradients and optimizer state\n")
+	} else {
+		fmt.Fprintf(b, "dtype      float32\n")
+	}
+	fmt.Fprintf(b, "batch      per_device_train_batch_size %d, block_size %d, gradient_accumulation_steps %d\n",
+		p.Batch, p.BlockSize, p.GradientAccumulationSteps)
+	if p.FSDP {
+		fmt.Fprintf(b, "fsdp       full_shard over each target's devices (min_num_params %d)\n", p.MinNumParams)
+	} else {
+		fmt.Fprintf(b, "fsdp       no: data parallel, every device holds all parameters, gradients and optimizer state\n")
+	}
+}
+
 // gibs formats bytes as GiB with two decimals.
 func gibs(b int64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) }
 
@@ -200,4 +212,21 @@ func thousands(n int64) string {
 	parts = append(parts, s)
 	slices.Reverse(parts)
 	return strings.Join(parts, ",")
+}
+
+// planModel reads the model's config.json into req and sets the training arguments the plan
+// takes; it returns the config's path (named in errors).
+func planModel(req *trainer.PlanRequest, model string, bf16 bool, batch, accum int, optim string) (string, error) {
+	path, err := configPath(model)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := models.ParseConfig(path)
+	if err != nil {
+		return "", err
+	}
+	req.Model = cfg
+	req.Args = trainer.DefaultTrainingArguments()
+	req.Args.BF16, req.Args.PerDeviceTrainBatchSize, req.Args.GradientAccumulationSteps, req.Args.Optim = bf16, batch, accum, optim
+	return path, nil
 }

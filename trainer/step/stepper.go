@@ -88,6 +88,10 @@ type Stepper struct {
 	mu             sync.Mutex
 	compiled       map[graph.GraphId]bool
 	compileSeconds float64
+	// trainStats are the compiler's memory figures of the train program last compiled (or why
+	// there are none), read when it is first run (memstats.go); mu guards them.
+	trainStats    xla.MemoryStats
+	trainStatsErr error
 }
 
 // New prepares the programs (they are traced on first use) and creates the optimizer state.
@@ -106,7 +110,8 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 		return nil, fmt.Errorf("step.Config.MaxConsecutiveNonfinite: %d is negative", cfg.MaxConsecutiveNonfinite)
 	}
 	_, causal := m.(models.CausalLM)
-	s = &Stepper{rt: rt, stream: rt.NewStream(), model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{}}
+	s = &Stepper{rt: rt, stream: rt.NewStream(), model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{},
+		trainStatsErr: fmt.Errorf("%w: the train step has not been compiled yet", xla.ErrMemoryStatsUnavailable)}
 	for _, p := range s.params {
 		if s.variable(m.Context(), p) == nil {
 			return nil, fmt.Errorf("step.New: parameter %s has no variable in the model's context", p.Name)
@@ -208,6 +213,9 @@ func (s *Stepper) run(e *mlctx.Exec, args []*tensors.Tensor) ([]*tensors.Tensor,
 	if !s.compiled[g.GraphId()] {
 		s.compiled[g.GraphId()] = true
 		secs := time.Since(start).Seconds()
+		if e == s.train {
+			s.trainStats, s.trainStatsErr = xla.GraphMemoryStats(g)
+		}
 		s.compileSeconds += secs
 		return outs, secs, nil
 	}
