@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/gotpu/gotpu/data"
-	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -40,18 +39,11 @@ func (l fsdpLayout) micro(b *data.Batch) [][]*data.Batch {
 // and returns the losses, the parameters by name and the stepper.
 func fsdpRun(t *testing.T, fixture string, l fsdpLayout, batches []*data.Batch) ([]float64, map[string][]float64, *Stepper) {
 	t.Helper()
-	rt := openGoDevices(t, xla.GoBackendGotpu, l.devices)
-	m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	opt := DefaultAdamW()
 	opt.WeightDecay = 0.01
 	opt.MaxGradNorm = 0.5
-	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: l.devices, FSDP: l.fsdp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newFixtureStepper(t, openGoDevices(t, xla.GoBackendGotpu, l.devices), fixture,
+		Config{Optimizer: opt, NumReplicas: l.devices, FSDP: l.fsdp})
 	var losses []float64
 	for _, b := range batches {
 		res, err := s.Step(context.Background(), l.micro(b), 1e-3)
@@ -60,15 +52,7 @@ func fsdpRun(t *testing.T, fixture string, l fsdpLayout, batches []*data.Batch) 
 		}
 		losses = append(losses, res.Loss)
 	}
-	st, err := s.ExportState(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := map[string][]float64{}
-	for _, h := range st.Params {
-		params[h.Name] = hostFloats(t, h)
-	}
-	return losses, params, s
+	return losses, exportedParams(t, s), s
 }
 
 // relDiffs returns ‖a − b‖ / ‖b‖ per parameter, leaving out the elements whose exact gradient

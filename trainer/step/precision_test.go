@@ -14,15 +14,7 @@ import (
 // trainLosses runs steps updates on the same batch and returns the losses.
 func trainLosses(t *testing.T, backend string, cfg Config, fixture string, b *data.Batch, steps int, lr float64) []float64 {
 	t.Helper()
-	rt := openGoBackend(t, backend)
-	m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(rt, m, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newFixtureStepper(t, openGoBackend(t, backend), fixture, cfg)
 	var losses []float64
 	for range steps {
 		res, err := s.Step(context.Background(), [][]*data.Batch{{b}}, lr)

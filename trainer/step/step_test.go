@@ -113,12 +113,79 @@ func hfName(name string) string { return strings.TrimPrefix(name, "transformer."
 // torch AdamW): constant LR without and with clipping, and HF's linear schedule with warmup.
 func TestFixtureAdamW(t *testing.T) {
 	for _, backend := range goBackends {
-		t.Run(backend, func(t *testing.T) { fixtureAdamW(t, backend) })
+		t.Run(backend, func(t *testing.T) {
+			fixtureAdamW(t, func(t *testing.T, fixture string, clip bool) *Stepper {
+				return newFixtureStepper(t, openGoBackend(t, backend), fixture, Config{Optimizer: fixtureOptimizer(clip), NumReplicas: 1})
+			})
+		})
 	}
 }
 
-func fixtureAdamW(t *testing.T, backend string) {
-	for _, fixture := range []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny", "qwen3-tiny", "gemma3-tiny"} {
+// fixtures are the PyTorch-reference fixtures the AdamW tests train.
+var fixtures = []string{"gpt2-tiny", "gpt2-tiny-affine", "llama-tiny", "bert-tiny", "qwen3-tiny", "gemma3-tiny"}
+
+// fixtureStepper returns a stepper for fixture, at the fixture's initial weights with fresh
+// optimizer state, whose optimizer is fixtureOptimizer(clip): a new one, or one already compiled
+// and reset (xlacpu_test.go).
+type fixtureStepper func(t *testing.T, fixture string, clip bool) *Stepper
+
+// fixtureOptimizer is the reference runs' AdamW: weight decay 0.01, clipping at 1 or none.
+func fixtureOptimizer(clip bool) Optimizer {
+	opt := DefaultAdamW()
+	opt.WeightDecay = 0.01
+	opt.MaxGradNorm = 0
+	if clip {
+		opt.MaxGradNorm = 1
+	}
+	return opt
+}
+
+// newFixtureStepper loads fixture on rt and makes its stepper.
+func newFixtureStepper(t *testing.T, rt *xla.Runtime, fixture string, cfg Config) *Stepper {
+	t.Helper()
+	m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(rt, m, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fixtureMicro is the step's input for the fixture's batch on n replicas: the batch itself on one;
+// on several, replica r gets row r mod rows (the fixtures have 2 or 4 rows, fewer than the 8
+// replicas the tests use), so every row is repeated n/rows times and the global loss, the mean
+// over all loss terms, and its gradients are the batch's own.
+func fixtureMicro(b *data.Batch, n int) [][]*data.Batch {
+	if n == 1 {
+		return [][]*data.Batch{{b}}
+	}
+	shards := make([]*data.Batch, n)
+	for r := range shards {
+		shards[r] = batchRow(b, r%b.Size)
+	}
+	return [][]*data.Batch{shards}
+}
+
+// batchRow is row i of b as a batch of one (a classifier's labels are one per row).
+func batchRow(b *data.Batch, i int) *data.Batch {
+	lo, hi := i*b.SeqLen, (i+1)*b.SeqLen
+	row := &data.Batch{Size: 1, SeqLen: b.SeqLen, InputIDs: b.InputIDs[lo:hi], AttentionMask: b.AttentionMask[lo:hi]}
+	if b.TokenTypeIDs != nil {
+		row.TokenTypeIDs = b.TokenTypeIDs[lo:hi]
+	}
+	if len(b.Labels) == b.Size {
+		row.Labels = b.Labels[i : i+1]
+	} else {
+		row.Labels = b.Labels[lo:hi]
+	}
+	return row
+}
+
+func fixtureAdamW(t *testing.T, newStepper fixtureStepper) {
+	for _, fixture := range fixtures {
 		ref, all := readReference(t, fixture)
 		for _, run := range []string{"adamw", "adamw_clip1", "adamw_linear_warmup", "adamw_linear_warmup_clip1"} {
 			rawRun, ok := all[run]
@@ -130,23 +197,8 @@ func fixtureAdamW(t *testing.T, backend string) {
 				if err := json.Unmarshal(rawRun, &want); err != nil {
 					t.Fatal(err)
 				}
-				rt := openGoBackend(t, backend)
-				m, err := models.Load(context.Background(), rt, fixtureDir(fixture), models.LoadOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, causal := m.(models.CausalLM)
-				opt := DefaultAdamW()
-				opt.WeightDecay = 0.01
-				opt.MaxGradNorm = 0
-				if strings.HasSuffix(run, "clip1") {
-					opt.MaxGradNorm = 1
-				}
-				s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				batch := ref.hostBatch(t, causal)
+				s := newStepper(t, fixture, strings.HasSuffix(run, "clip1"))
+				micro := fixtureMicro(ref.hostBatch(t, s.causal), s.cfg.NumReplicas)
 				norms := want.GradNorms
 				if norms == nil {
 					norms = want.GradNormsB
@@ -156,7 +208,7 @@ func fixtureAdamW(t *testing.T, backend string) {
 					if want.LRPerStep != nil {
 						lr = want.LRPerStep[k]
 					}
-					res, err := s.Step(context.Background(), [][]*data.Batch{{batch}}, lr)
+					res, err := s.Step(context.Background(), micro, lr)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -168,7 +220,7 @@ func fixtureAdamW(t *testing.T, backend string) {
 					}
 				}
 				maxLR := 1e-3
-				checkParams(t, m, want, 3*maxLR)
+				checkParams(t, s, want, 3*maxLR)
 			})
 		}
 	}
@@ -190,9 +242,12 @@ func zeroTrueGradient(name string, n int) int {
 	return 0
 }
 
-func checkParams(t *testing.T, m models.Model, want adamwRun, maxMove float64) {
+// checkParams compares the stepper's parameters, whole (ExportState gathers replicated and
+// sharded ones alike), with the reference's sums and L2 norms.
+func checkParams(t *testing.T, s *Stepper, want adamwRun, maxMove float64) {
 	t.Helper()
-	for _, p := range m.Params() {
+	params := exportedParams(t, s)
+	for _, p := range s.model.Params() {
 		w, ok := want.ParamsAfter[hfName(p.Name)]
 		if !ok {
 			w, ok = want.ParamsAfter[p.Name]
@@ -204,8 +259,7 @@ func checkParams(t *testing.T, m models.Model, want adamwRun, maxMove float64) {
 			t.Errorf("%s: not in the reference", p.Name)
 			continue
 		}
-		v := m.Context().GetVariableByScopeAndName(p.Scope(), p.Var())
-		vals := floats(t, v.MustValue())
+		vals := params[p.Name]
 		var sum, sq float64
 		for _, x := range vals {
 			sum += x
@@ -232,6 +286,20 @@ func checkParams(t *testing.T, m models.Model, want adamwRun, maxMove float64) {
 			t.Errorf("%s: sum %.8g l2 %.8g, want %.8g %.8g", p.Name, sum, l2, w.Sum, w.L2)
 		}
 	}
+}
+
+// exportedParams returns the stepper's parameters by name, read with ExportState.
+func exportedParams(t *testing.T, s *Stepper) map[string][]float64 {
+	t.Helper()
+	st, err := s.ExportState(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := map[string][]float64{}
+	for _, h := range st.Params {
+		params[h.Name] = hostFloats(t, h)
+	}
+	return params
 }
 
 func floats(t *testing.T, x *tensors.Tensor) []float64 {
