@@ -16,6 +16,7 @@ help:
 	@echo "  make test-race  go test -race ./..."
 	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
+	@echo "  make bench-jax  GPT-2 124M steps on XLA's CPU plugin through gotpu vs JAX on XLA CPU vs gotpu's backend (scripts/setup-jax-bench.sh first)"
 	@echo "  make bench-124m only the second: GPT-2 124M steps, gotpu float32/bf16 vs PyTorch float32/bf16 autocast: ms/step, tokens/s, peak RSS, FMA peak (~15 min)"
 	@echo "  make lint       gofmt, go vet and staticcheck (pinned in go.mod, config in staticcheck.conf)"
 	@echo "  make install-xla-cpu  XLA's CPU PJRT plugin (pinned wheel) where --device cpu finds it; the PJRT tests run on it"
@@ -42,9 +43,16 @@ lint:
 # Tests named *OnXLACPU execute programs on XLA's CPU PJRT plugin (install-xla-cpu): they run in
 # the first pass and are left out of the -race pass, where the race detector cannot see into the
 # plugin's C++ and would only double their time; the runtime's own PJRT tests run in both.
+# The first pass runs verbose into $(OUT)/test.log and prints the package lines, every skipped or
+# failed test and every *OnXLACPU test that passed, so that CI's log shows the PJRT tests running;
+# on a failure, the failing tests' output follows.
 .PHONY: test
 test: lint build
-	$(GO) test -count=1 $(PKGS)
+	@mkdir -p $(OUT)
+	@$(GO) test -count=1 -v $(PKGS) > $(OUT)/test.log 2>&1; status=$$?; \
+	grep -E '^(ok|FAIL|panic:|--- (FAIL|SKIP)|--- PASS: [A-Za-z0-9_]*(OnXLACPU|CPUPlugin[A-Za-z0-9_]*))' $(OUT)/test.log; \
+	if [ $$status -ne 0 ]; then grep -B2 -A40 -E '^[[:space:]]*--- FAIL' $(OUT)/test.log | head -600; fi; \
+	echo "go test (verbose log in $(OUT)/test.log): exit $$status"; exit $$status
 	$(GO) test -count=1 -tags noxla ./xla/... ./cmd/...
 	$(GO) test -count=1 -race -skip OnXLACPU $(PKGS)
 
@@ -70,7 +78,7 @@ test-race:
 # prefetch vs none, Go vs HF's Rust tokenizer). The full set takes ~25 minutes; `make bench-pytorch`
 # runs only the first (~3).
 .PHONY: bench
-bench: bench-pytorch bench-124m
+bench: bench-pytorch bench-124m bench-jax
 	$(GO) test -run '^$$' -bench 'TrainStep|DotGradientSpeedup|HeapGrowth' -benchtime 3x -timeout 60m ./trainer/step
 	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
@@ -82,6 +90,16 @@ bench: bench-pytorch bench-124m
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench LoRAvsFull -benchtime 1x -timeout 30m ./trainer
 	data/tokenizer/bench/compare.sh
+
+# Issue #37's comparison against the same compiler: GPT-2 124M float32 (bench-124m's model, step and
+# batch) trained by gotpu on XLA's CPU PJRT plugin (1 device), by JAX on its CPU backend
+# (trainer/step/testdata/jax/bench_jax_gpt2.py, jax 0.8.1 in the venv of scripts/setup-jax-bench.sh)
+# and by gotpu's pure-Go backend, each its own process, on one fixed batch: medians of BENCH_ROUNDS
+# rounds of ms/step, tokens/s, CPU s/step, first-step/compile s, peak RSS, the ratios (goal
+# gotpu-xla/jax-xla >= 0.95) and the loss trajectories. Skips without the plugin or the venv.
+.PHONY: bench-jax
+bench-jax:
+	GOTPU_BENCH_ROUNDS=$(BENCH_ROUNDS) $(GO) test -run '^$$' -bench 'XLACPUVsJAX' -benchtime 1x -timeout 120m ./trainer/step
 
 # Issue #22's comparison at real model size: GPT-2 124M (trainer/step/testdata/gpt2_124m_config.json,
 # HF init, dropout 0, batch 2 x seq 512, AdamW, clipping 1.0), each run its own process: gotpu's CPU
