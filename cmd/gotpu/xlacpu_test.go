@@ -255,23 +255,26 @@ func xcpuKeyBias(name string, n int) bool {
 // the largest relative difference ||a-b||₂ / ||b||₂ of a tensor; the key thirds of GPT-2's
 // fused attention biases apart (keyBias, the largest |a-b| there), and the tensor that differs
 // most element-wise, relative to its largest element (worst, for information).
-func xcpuParamDiff(a, b string) (rel, keyBias float64, worst string, err error) {
+//
+// model is the same relative difference over all the tensors together (the key thirds left out).
+func xcpuParamDiff(a, b string) (rel, model, keyBias float64, worst string, err error) {
 	va, sa, err := safetensors.ReadFloat32File(a)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, 0, "", err
 	}
 	vb, sb, err := safetensors.ReadFloat32File(b)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, 0, "", err
 	}
 	if len(va) != len(vb) || len(va) == 0 {
-		return 0, 0, "", fmt.Errorf("%s has %d tensors, %s %d", a, len(va), b, len(vb))
+		return 0, 0, 0, "", fmt.Errorf("%s has %d tensors, %s %d", a, len(va), b, len(vb))
 	}
 	worstElem := -1.0
+	var allNum, allDen float64
 	for name, x := range va {
 		y, ok := vb[name]
 		if !ok || !slices.Equal(sa[name], sb[name]) {
-			return 0, 0, "", fmt.Errorf("tensor %s: shape %v in %s, %v (present %v) in %s", name, sa[name], a, sb[name], ok, b)
+			return 0, 0, 0, "", fmt.Errorf("tensor %s: shape %v in %s, %v (present %v) in %s", name, sa[name], a, sb[name], ok, b)
 		}
 		skip := func(int) bool { return false }
 		if xcpuKeyBias(name, len(x)) {
@@ -289,13 +292,15 @@ func xcpuParamDiff(a, b string) (rel, keyBias float64, worst string, err error) 
 			den += float64(y[i]) * float64(y[i])
 			elem, top = max(elem, d), max(top, math.Abs(float64(y[i])))
 		}
+		allNum, allDen = allNum+num, allDen+den
 		r := math.Sqrt(num) / max(math.Sqrt(den), 1e-30)
 		rel = max(rel, nanInf(r))
 		if e := elem / max(top, 1e-30); e > worstElem {
 			worstElem, worst = e, fmt.Sprintf("%s %.2g", name, e)
 		}
 	}
-	return rel, keyBias, worst, nil
+	model = nanInf(math.Sqrt(allNum) / max(math.Sqrt(allDen), 1e-30))
+	return rel, model, keyBias, worst, nil
 }
 
 // xcpuCompareTrain compares two training runs' output directories: unrounded per-step losses
@@ -303,7 +308,9 @@ func xcpuParamDiff(a, b string) (rel, keyBias float64, worst string, err error) 
 // gradient norms (relative) for information, and the parameters in paramFile (relative, paramTol).
 //
 // A negative lossTol is relative: |a − b| < −lossTol·|a| (bf16 runs, whose losses are a few).
-func xcpuCompareTrain(ref, got, paramFile string, from int, lossTol, paramTol float64) ([]xcpuCheck, error) {
+//
+// modelTol bounds the whole model's relative difference (xcpuParamDiff's model).
+func xcpuCompareTrain(ref, got, paramFile string, from int, lossTol, paramTol, modelTol float64) ([]xcpuCheck, error) {
 	a, err := xcpuReadTrainLog(ref, from)
 	if err != nil {
 		return nil, err
@@ -337,11 +344,12 @@ func xcpuCompareTrain(ref, got, paramFile string, from int, lossTol, paramTol fl
 		{name: "logged", diff: logged, info: true},
 		{name: "grad_norm", diff: gn, rel: true, info: true},
 	}
-	p, kb, worst, err := xcpuParamDiff(filepath.Join(got, paramFile), filepath.Join(ref, paramFile))
+	p, model, kb, worst, err := xcpuParamDiff(filepath.Join(got, paramFile), filepath.Join(ref, paramFile))
 	if err != nil {
 		return checks, err
 	}
-	checks = append(checks, xcpuCheck{name: "params", diff: p, tol: paramTol, rel: true})
+	checks = append(checks, xcpuCheck{name: "params", diff: p, tol: paramTol, rel: true},
+		xcpuCheck{name: "model", diff: model, tol: modelTol, rel: true})
 	if strings.Contains(paramFile, "model") {
 		checks = append(checks, xcpuCheck{name: "key-bias", diff: kb, info: true})
 	}
@@ -450,7 +458,7 @@ func TestProgramsOnXLACPU(t *testing.T) {
 	}
 	trainCmp := func(paramFile string, lossTol, paramTol float64) func(string, string, string, string) ([]xcpuCheck, error) {
 		return func(goOut, cpuOut, _, _ string) ([]xcpuCheck, error) {
-			return xcpuCompareTrain(goOut, cpuOut, paramFile, 0, lossTol, paramTol)
+			return xcpuCompareTrain(goOut, cpuOut, paramFile, 0, lossTol, paramTol, paramTol)
 		}
 	}
 
@@ -583,7 +591,7 @@ func TestProgramsOnXLACPU(t *testing.T) {
 			pair(t, "lora-merge", n, func(out string) []string {
 				return []string{"merge", "--model", llama, "--adapter", goAdapter, "--output", out}
 			}, func(goOut, cpuOut, _, _ string) ([]xcpuCheck, error) {
-				p, kb, worst, err := xcpuParamDiff(filepath.Join(cpuOut, "model.safetensors"), filepath.Join(goOut, "model.safetensors"))
+				p, _, kb, worst, err := xcpuParamDiff(filepath.Join(cpuOut, "model.safetensors"), filepath.Join(goOut, "model.safetensors"))
 				if err != nil {
 					return nil, err
 				}
@@ -642,7 +650,7 @@ func TestProgramsOnXLACPU(t *testing.T) {
 			whole[s.name] = out
 		}
 		// The two uninterrupted runs against each other (FSDP on 8 plugin devices vs 1 Go device).
-		checks, err := xcpuCompareTrain(whole[go1.name], whole[cpu8.name], "model.safetensors", 0, 5e-5, 1e-5)
+		checks, err := xcpuCompareTrain(whole[go1.name], whole[cpu8.name], "model.safetensors", 0, 5e-5, 1e-5, 1e-5)
 		gap := 1e-5
 		for _, c := range checks {
 			if c.name == "params" {
@@ -676,7 +684,7 @@ func TestProgramsOnXLACPU(t *testing.T) {
 				if from.name != to.name {
 					paramTol = max(paramTol, 1.05*gap)
 				}
-				row.checks, err = xcpuCompareTrain(whole[to.name], out, "model.safetensors", 3, 1e-6, paramTol)
+				row.checks, err = xcpuCompareTrain(whole[to.name], out, "model.safetensors", 3, 1e-6, paramTol, 1e-6)
 				for _, c := range row.checks {
 					if !c.ok() {
 						t.Errorf("%s: %s differs from the uninterrupted %s run by %g (tolerance %g)", name, c.name, to.name, c.diff, c.tol)

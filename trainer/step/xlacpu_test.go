@@ -232,8 +232,8 @@ func TestBackendsAgreeOnXLACPU(t *testing.T) {
 		sumLR += agreeLR(k)
 	}
 	var table []string
-	row := func(fixture, run string, dl, l2 float64, l2Where string, inf float64, infWhere string, noise float64) {
-		table = append(table, fmt.Sprintf("%-16s %-24s %8.1e %8.1e %-42s %8.1e %-42s %8.1e", fixture, run, dl, l2, l2Where, inf, infWhere, noise))
+	row := func(fixture, run string, dl, model, l2 float64, l2Where string, inf float64, infWhere string, noise float64) {
+		table = append(table, fmt.Sprintf("%-16s %-24s %8.1e %8.1e %8.1e %-42s %8.1e %-42s %8.1e", fixture, run, dl, model, l2, l2Where, inf, infWhere, noise))
 	}
 	t.Run("fixtures", func(t *testing.T) {
 		for _, fixture := range fixtures {
@@ -252,7 +252,13 @@ func TestBackendsAgreeOnXLACPU(t *testing.T) {
 					rel, noise := relDiffs(params, wantParams)
 					l2, l2Where := worst(rel)
 					inf, infWhere, _ := paramDiff(params, wantParams)
-					row(fixture, name, dl, l2, l2Where, inf, infWhere, noise)
+					model := modelRelDiff(params, wantParams)
+					row(fixture, name, dl, model, l2, l2Where, inf, infWhere, noise)
+					// The whole model's parameters, ‖a − b‖ / ‖b‖ over every tensor together,
+					// to the bound itself on every fixture.
+					if model > paramTol {
+						t.Errorf("%s: the parameters differ by %.2e relative over the whole model (tolerance %.0e)", name, model, paramTol)
+					}
 					for k := range wantLosses {
 						tol := lossTol
 						if bf16 {
@@ -310,8 +316,32 @@ func TestBackendsAgreeOnXLACPU(t *testing.T) {
 		}
 	})
 	t.Logf("differences from gotpu's backend on 1 device (loss: max |a-b|; L2: max over tensors ‖a-b‖/‖b‖; inf: max over tensors max|a-b|/max|b|; zero-grad: max |a-b| of zero-true-gradient elements)")
-	t.Logf("%-16s %-24s %8s %8s %-42s %8s %-42s %8s", "fixture", "run", "loss", "L2", "worst", "inf", "worst", "zero-grad")
+	t.Logf("%-16s %-24s %8s %8s %8s %-42s %8s %-42s %8s", "fixture", "run", "loss", "model", "L2", "worst", "inf", "worst", "zero-grad")
 	for _, r := range table {
 		t.Log(r)
 	}
+}
+
+// modelRelDiff is ‖a − b‖ / ‖b‖ over all of the model's parameters together, leaving out the
+// elements whose exact gradient is zero (zeroTrueGradient), as relDiffs does per tensor.
+func modelRelDiff(a, b map[string][]float64) float64 {
+	var diff, norm float64
+	for name, vals := range a {
+		lo, hi := 0, 0
+		if k := zeroTrueGradient(name, len(vals)); k > 0 {
+			lo, hi = (len(vals)-k)/2, (len(vals)-k)/2+k
+			if k == len(vals) {
+				lo, hi = 0, k
+			}
+		}
+		for i, v := range vals {
+			if i >= lo && i < hi {
+				continue
+			}
+			d := v - b[name][i]
+			diff += d * d
+			norm += b[name][i] * b[name][i]
+		}
+	}
+	return math.Sqrt(diff) / math.Max(math.Sqrt(norm), 1e-12)
 }
