@@ -12,7 +12,7 @@ import (
 // argHelp is the usage text of each implemented field's flag.
 var argHelp = map[string]string{
 	"output_dir":                    "directory for checkpoints and the final model",
-	"overwrite_output_dir":          "allow writing into a non-empty output_dir",
+	"overwrite_output_dir":          "train from scratch into a non-empty output_dir (gotpu train refuses one without it or --resume_from_checkpoint); the previous run's checkpoint-N directories are removed first",
 	"do_train":                      "run training (read by scripts, not by the Trainer)",
 	"do_eval":                       "run evaluation (read by scripts; set when eval_strategy is not no)",
 	"do_predict":                    "run prediction (read by scripts)",

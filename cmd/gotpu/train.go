@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -403,6 +404,9 @@ func (f firstN) Len() int { return f.n }
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r, err := parseRunArgs("train", args, stderr, "--model_name_or_path DIR_OR_REPO (--train_file FILE | --dataset_name DIR_OR_REPO) --output_dir DIR [HF TrainingArguments flags] [--args FILE.json]")
 	if err != nil {
+		return err
+	}
+	if err := checkOutputDir(&r.train, slog.Default()); err != nil {
 		return err
 	}
 	trainSrc, evalSrc, err := r.sources(ctx, true)
