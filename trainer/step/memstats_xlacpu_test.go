@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/gotpu/gotpu/data"
-	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
 	"github.com/gotpu/gotpu/xla/pjrttest"
 )
@@ -17,15 +16,7 @@ import (
 // on XLA's CPU plugin, and its arguments and outputs hold the parameters and AdamW moments; before
 // the first step there are none.
 func TestStepperMemoryStatsOnXLACPU(t *testing.T) {
-	rt := pjrttest.OpenCPUPlugin(t, 1)
-	m, err := models.Load(context.Background(), rt, fixtureDir("gpt2-tiny"), models.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(rt, m, Config{Optimizer: DefaultAdamW(), NumReplicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newFixtureStepper(t, pjrttest.OpenCPUPlugin(t, 1), "gpt2-tiny", Config{Optimizer: DefaultAdamW(), NumReplicas: 1})
 	if _, err := s.MemoryStats(); !errors.Is(err, xla.ErrMemoryStatsUnavailable) {
 		t.Fatalf("MemoryStats before the first step: %v, want ErrMemoryStatsUnavailable", err)
 	}
@@ -42,7 +33,7 @@ func TestStepperMemoryStatsOnXLACPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	var state int64
-	for _, p := range m.Params() {
+	for _, p := range s.model.Params() {
 		n := int64(4 * 3) // float32 parameter and its two AdamW moments
 		for _, d := range p.Shape {
 			n *= int64(d)
