@@ -16,8 +16,12 @@ import (
 // run under `ulimit -v 2097152` its life (64 Mi tokens grew the slice past the heap there was).
 const DefaultMaxMemoryTokens = 8 << 20
 
-// GroupOptions bound the memory GroupTextsWith uses for the blocks it keeps.
+// GroupOptions are GroupTexts' choices; the zero value is HF's run_clm behaviour, with the
+// memory it holds for the blocks bounded by DefaultMaxMemoryTokens.
 type GroupOptions struct {
+	// NoSpecialTokens encodes without the tokenizer's special tokens (HF's
+	// add_special_tokens=False); by default they are added, as HF's tokenizer call does.
+	NoSpecialTokens bool
 	// Dir is where blocks spill ("" = os.TempDir()). The spill file is unlinked as soon as it is
 	// created where the OS allows (a crash leaves nothing) and removed by TokenBlocks.Close.
 	Dir string
@@ -26,7 +30,7 @@ type GroupOptions struct {
 	MaxMemoryTokens int
 }
 
-// DefaultGroupOptions is what GroupTexts uses.
+// DefaultGroupOptions is GroupOptions{} with the memory bound spelled out.
 func DefaultGroupOptions() GroupOptions {
 	return GroupOptions{MaxMemoryTokens: DefaultMaxMemoryTokens}
 }

@@ -37,7 +37,7 @@ func groupBoth(t *testing.T, opts ...GroupOptions) (mem *TokenBlocks, spilled []
 	tok := loadTokenizer(t, "gpt2")
 	path := spillCorpus(t)
 	ctx := context.Background()
-	mem, err := GroupTexts(ctx, tok, TextLines(path), spillBlock, true)
+	mem, err := GroupTexts(ctx, tok, TextLines(path), spillBlock, GroupOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func groupBoth(t *testing.T, opts ...GroupOptions) (mem *TokenBlocks, spilled []
 		if o.MaxMemoryTokens < 0 {
 			o.MaxMemoryTokens = mem.Tokens() - 1
 		}
-		s, err := GroupTextsWith(ctx, tok, TextLines(path), spillBlock, true, o)
+		s, err := GroupTexts(ctx, tok, TextLines(path), spillBlock, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestGroupTextsSpill(t *testing.T) {
 		t.Errorf("negative MaxMemoryTokens: %v", err)
 	}
 	tok := loadTokenizer(t, "gpt2")
-	if _, err := GroupTextsWith(context.Background(), tok, TextLines(spillCorpus(t)), 8, true, GroupOptions{Dir: "/nonexistent/dir"}); err == nil || !strings.Contains(err.Error(), "Dir") {
+	if _, err := GroupTexts(context.Background(), tok, TextLines(spillCorpus(t)), 8, GroupOptions{Dir: "/nonexistent/dir"}); err == nil || !strings.Contains(err.Error(), "Dir") {
 		t.Errorf("missing Dir: %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func TestGroupTextsLongDocuments(t *testing.T) {
 	var blocks *TokenBlocks
 	var err error
 	peak := peakHeap(func() {
-		blocks, err = GroupTextsWith(context.Background(), tok, TextLines(path), block, true, GroupOptions{Dir: t.TempDir()})
+		blocks, err = GroupTexts(context.Background(), tok, TextLines(path), block, GroupOptions{Dir: t.TempDir()})
 	})
 	if err != nil {
 		t.Fatal(err)

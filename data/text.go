@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gotpu/gotpu/data/table"
 	"github.com/gotpu/gotpu/data/tokenizer"
@@ -31,16 +34,7 @@ func TextLines(path string) Documents {
 			return
 		}
 		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), maxLine)
-		for sc.Scan() {
-			if !yield(sc.Text(), nil) {
-				return
-			}
-		}
-		if err := sc.Err(); err != nil {
-			yield("", fmt.Errorf("data: %s: %w", path, err))
-		}
+		scanLines(f, path, yield)
 	}
 }
 
@@ -67,11 +61,12 @@ func JSONLTextField(path, field string) Documents {
 		err := forEachJSONLine(path, func(lineNo int, obj map[string]json.RawMessage) error {
 			raw, ok := obj[field]
 			if !ok {
-				return fmt.Errorf("data: %s:%d: no field %q", path, lineNo, field)
+				return fmt.Errorf("data: %s:%d: no field %q (the line's fields: %s); name the text column with --text_column_name",
+					path, lineNo, field, strings.Join(slices.Sorted(maps.Keys(obj)), ", "))
 			}
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("data: %s:%d: field %q: %w", path, lineNo, field, err)
+				return fmt.Errorf("data: %s:%d: field %q holds %s, not text: %w", path, lineNo, field, jsonKind(raw), err)
 			}
 			if !yield(s, nil) {
 				return errStop
@@ -85,6 +80,27 @@ func JSONLTextField(path, field string) Documents {
 }
 
 var errStop = errors.New("stop")
+
+// jsonKind names the kind of a JSON value for an error: "a number", "null", "an object", ...
+func jsonKind(raw json.RawMessage) string {
+	b := trimSpace(raw)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
 
 func forEachJSONLine(path string, fn func(lineNo int, obj map[string]json.RawMessage) error) error {
 	f, err := os.Open(path)
@@ -218,29 +234,26 @@ func (b *TokenBlocks) Tokens() int {
 // default batch_size 1000): the remainder shorter than a block is dropped per group, as HF does.
 const groupTextsBatch = 1000
 
-// groupTextsChunkBytes is how much text GroupTextsWith gives the tokenizer at a time (a longer
+// groupTextsChunkBytes is how much text GroupTexts gives the tokenizer at a time (a longer
 // document goes alone): enough documents for every core, few enough encodings held at once.
 const groupTextsChunkBytes = 256 << 10
 
 // groupTextsKeepTokens is how many of a chunk's tokens may wait before its full blocks are kept.
 const groupTextsKeepTokens = 1 << 20
 
-// GroupTexts tokenizes documents (with the tokenizer's special tokens when addSpecialTokens, HF's
-// default) and concatenates and splits them into blocks of blockSize tokens, exactly as HF
-// run_clm.py's tokenize_function + group_texts do: per group of 1000 documents, the concatenated
-// tokens are cut to a multiple of blockSize and split. Documents are encoded on all cores. It is
-// GroupTextsWith(DefaultGroupOptions()): past 8 Mi kept tokens the blocks spill to os.TempDir();
-// Close the result to remove the file.
-func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool) (*TokenBlocks, error) {
-	return GroupTextsWith(ctx, tok, docs, blockSize, addSpecialTokens, DefaultGroupOptions())
-}
-
-// GroupTextsWith is GroupTexts with the memory it holds bounded by opts: once the kept tokens
-// would exceed opts.MaxMemoryTokens they are appended, in the same order, to a file in opts.Dir,
+// GroupTexts tokenizes documents (with the tokenizer's special tokens unless
+// opts.NoSpecialTokens, as HF's add_special_tokens=True default) and concatenates and splits them
+// into blocks of blockSize tokens, exactly as HF run_clm.py's tokenize_function + group_texts do:
+// per group of 1000 documents, the concatenated tokens are cut to a multiple of blockSize and
+// split. Documents are encoded on all cores. GroupOptions{} is HF's behaviour.
+//
+// The memory it holds is bounded by opts: once the kept tokens would exceed opts.MaxMemoryTokens
+// (8 Mi by default) they are appended, in the same order, to a file in opts.Dir (os.TempDir()),
 // and Get reads blocks from it; the blocks are the same bit for bit. Memory then holds the
 // encodings of one chunk of text (groupTextsChunkBytes, or one longer document) at a time,
 // however long a group's documents. Close the result to remove the file.
-func GroupTextsWith(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, addSpecialTokens bool, opts GroupOptions) (_ *TokenBlocks, err error) {
+func GroupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs Documents, blockSize int, opts GroupOptions) (_ *TokenBlocks, err error) {
+	addSpecialTokens := !opts.NoSpecialTokens
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("data: block_size %d is not positive", blockSize)
 	}

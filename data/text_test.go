@@ -75,7 +75,7 @@ func TestGroupTexts(t *testing.T) {
 		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		blocks, err := GroupTexts(context.Background(), tok, TextLines(path), block, true)
+		blocks, err := GroupTexts(context.Background(), tok, TextLines(path), block, GroupOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestGroupTexts(t *testing.T) {
 				t.Fatalf("%s: block %d differs", name, i)
 			}
 		}
-		if _, err := GroupTexts(context.Background(), tok, TextLines(path), 1<<30, true); err == nil {
+		if _, err := GroupTexts(context.Background(), tok, TextLines(path), 1<<30, GroupOptions{}); err == nil {
 			t.Errorf("%s: a block longer than the corpus succeeded", name)
 		}
 	}

@@ -33,6 +33,12 @@ type SnapshotOptions struct {
 	Include, Exclude []string
 	// MaxWorkers is how many files download at once; 0 means DefaultMaxWorkers.
 	MaxWorkers int
+	// MarkMissing names files that loaders look for when a repo has them (generation_config.json,
+	// tokenizer_config.json, ...): each one the commit's listing lacks gets a .no_exist marker,
+	// so that offline lookups answer "the repo has none" (ErrEntryNotFound, FileExists false)
+	// instead of ErrNotCached. huggingface_hub's snapshot_download writes no markers; these are
+	// the ones its hf_hub_download would write on asking for those files.
+	MarkMissing []string
 }
 
 // repoInfo is the part of the Hub's repo-info answer the client uses.
@@ -203,6 +209,9 @@ func (c *Client) Snapshot(ctx context.Context, repo Repo, opts SnapshotOptions) 
 	if workers == 0 {
 		workers = DefaultMaxWorkers
 	}
+	if err := validMarkMissing(opts.MarkMissing); err != nil {
+		return "", err
+	}
 	if c.cfg.Offline {
 		dir, _, err := c.cachedSnapshot(repo, errOffline)
 		return dir, err
@@ -220,6 +229,8 @@ func (c *Client) Snapshot(ctx context.Context, repo Repo, opts SnapshotOptions) 
 	if err := rc.writeRef(repo.Revision, commit); err != nil {
 		return "", err
 	}
+	// The listing is complete before filtering: a name absent from it is absent from the commit.
+	c.markMissing(rc, commit, files, opts.MarkMissing)
 	files = filterFiles(files, opts.Include, opts.Exclude)
 	pinned := repo
 	pinned.Revision = commit

@@ -42,6 +42,9 @@ var ErrUnsupported = fmt.Errorf("unsupported model")
 // is an error naming the file and the field or tensor. opts.DType "" gives float32 variables.
 func Load(ctx stdctx.Context, rt *xla.Runtime, nameOrPath string, opts LoadOptions) (m Model, err error) {
 	defer xla.Recover(&err, "models.Load")
+	if err := checkRuntime(rt, "models.Load"); err != nil {
+		return nil, err
+	}
 	dir, err := ResolvePretrained(ctx, nameOrPath, HubOptions{Hub: opts.Hub, Revision: opts.Revision})
 	if err != nil {
 		return nil, err
@@ -156,6 +159,9 @@ func parseTyped(path string, raw *core.RawConfig, modelType, arch string) (Confi
 // New builds a randomly initialised model (HF's _init_weights distributions) from a config
 // returned by ParseConfig or built in Go (gpt2.DefaultConfig(), ...).
 func New(ctx stdctx.Context, rt *xla.Runtime, cfg Config, opts NewOptions) (Model, error) {
+	if err := checkRuntime(rt, "models.New"); err != nil {
+		return nil, err
+	}
 	// The resource budget, before any tensor is allocated (models/estimate.go).
 	if err := checkParamMemory(rt, cfg, dtypeBytes(opts.DType, ""), "models.New", membudget.Probe()); err != nil {
 		return nil, err

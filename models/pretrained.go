@@ -28,6 +28,11 @@ import (
 // weights are fetched: an architecture Load does not build, or a config it would refuse, is
 // refused here, before the weights are downloaded only to be refused by Load.
 //
+// Optional and alternative files follow transformers: generation_config.json absent from the
+// repo, or (offline) from the cache, is skipped (hub.Client.DownloadOptional); model.safetensors
+// missing either way sends the lookup to the shard index. Offline weights that are in neither
+// spelling are an error naming both that wraps hub.ErrNotCached.
+//
 // opts.Hub nil means a client configured from the environment (HF_ENDPOINT, HF_HUB_CACHE,
 // HF_HOME, HF_TOKEN, HF_HUB_OFFLINE), as huggingface_hub reads it.
 func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (string, error) {
@@ -63,7 +68,9 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 	if err != nil {
 		return "", fmt.Errorf("model %s: %s: %w", nameOrPath, core.ConfigFile, err)
 	}
-	if _, err := configs.Download(ctx, repo, core.GenerationFile); err != nil && !errors.Is(err, hub.ErrEntryNotFound) {
+	// generation_config.json is optional, as in transformers (GenerationConfig.from_pretrained's
+	// OSError is caught): absent on the Hub, or not in the cache offline, means none.
+	if _, err := configs.DownloadOptional(ctx, repo, core.GenerationFile); err != nil {
 		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
 	}
 	// One limited client for all the weight files: its Total counts every file it returns, so
@@ -72,20 +79,27 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 	if err != nil {
 		return "", err
 	}
-	_, err = weights.Download(ctx, repo, core.WeightsFile)
-	if err == nil {
+	// model.safetensors, else the shard index, as transformers tries them: a file the Hub says
+	// the repo lacks, or (offline) one the cache lacks, sends the lookup to the next name.
+	_, singleErr := weights.Download(ctx, repo, core.WeightsFile)
+	if singleErr == nil {
 		return dir, nil
 	}
-	if !errors.Is(err, hub.ErrEntryNotFound) {
-		return "", weightsError(nameOrPath, core.WeightsFile, limit, err)
+	if !errors.Is(singleErr, hub.ErrEntryNotFound) && !errors.Is(singleErr, hub.ErrNotCached) {
+		return "", weightsError(nameOrPath, core.WeightsFile, limit, singleErr)
 	}
 	index, err := c.WithLimits(hub.Limits{File: core.MaxIndexSize})
 	if err != nil {
 		return "", err
 	}
 	indexPath, err := index.Download(ctx, repo, core.WeightsIndex)
-	if errors.Is(err, hub.ErrEntryNotFound) {
+	if errors.Is(err, hub.ErrEntryNotFound) && errors.Is(singleErr, hub.ErrEntryNotFound) {
 		return "", noSafetensors(ctx, c, repo)
+	}
+	if err != nil && (errors.Is(err, hub.ErrNotCached) || errors.Is(err, hub.ErrEntryNotFound)) {
+		// At least one of the two was not cached: the weights may exist, just not here.
+		return "", fmt.Errorf("model %s: neither %s nor %s is in the cache (download the repo online first: "+
+			"gotpu download %s): %w", nameOrPath, core.WeightsFile, core.WeightsIndex, repo.ID, notCachedOf(singleErr, err))
 	}
 	if err != nil {
 		return "", fmt.Errorf("model %s: %w", nameOrPath, err)
@@ -100,6 +114,15 @@ func ResolvePretrained(ctx stdctx.Context, nameOrPath string, opts HubOptions) (
 		}
 	}
 	return dir, nil
+}
+
+// notCachedOf picks, of the two lookups' errors, the one that says a file is not cached (the
+// reason the weights were not found), so that it is the one errors.Is(hub.ErrNotCached) sees.
+func notCachedOf(a, b error) error {
+	if errors.Is(a, hub.ErrNotCached) {
+		return a
+	}
+	return b
 }
 
 // weightsError is the error for a weight file (what) of model name that failed to download: one

@@ -15,6 +15,10 @@ package trainer
 //   - nullable: JSON null means HF's default (HF's default is None, or a null bool HF tolerates);
 //   - steps: an "int or float ratio" field, written as an int when integral (HF keeps the int).
 //
+// Pointer fields are those whose HF default is None (nil; JSON null): set one as HF's keyword
+// argument reads with its setter, args.SetEvalSteps(10) (args_setters.go). Enumerated fields
+// have typed constants (args_enums.go): args.EvalStrategy = trainer.IntervalSteps.
+//
 // A TrainingArguments is a plain value: copy it freely; it is not safe for concurrent mutation.
 type TrainingArguments struct {
 	// OutputDir: where checkpoints and the final model go. HF ≥ 4.50 defaults to "trainer_output"
@@ -25,13 +29,13 @@ type TrainingArguments struct {
 	DoTrain            bool `json:"do_train" hf:"nullable"`
 	DoEval             bool `json:"do_eval" hf:"nullable"`
 	DoPredict          bool `json:"do_predict" hf:"nullable"`
-	// EvalStrategy: "no", "steps" or "epoch". The pre-4.46 name evaluation_strategy is accepted
-	// as an alias when reading JSON and flags.
-	EvalStrategy              string `json:"eval_strategy"`
-	PerDeviceTrainBatchSize   int    `json:"per_device_train_batch_size"`
-	PerDeviceEvalBatchSize    int    `json:"per_device_eval_batch_size"`
-	GradientAccumulationSteps int    `json:"gradient_accumulation_steps"`
-	EvalAccumulationSteps     *int   `json:"eval_accumulation_steps"`
+	// EvalStrategy: IntervalNo, IntervalSteps or IntervalEpoch. The pre-4.46 name
+	// evaluation_strategy is accepted as an alias when reading JSON and flags.
+	EvalStrategy              IntervalStrategy `json:"eval_strategy"`
+	PerDeviceTrainBatchSize   int              `json:"per_device_train_batch_size"`
+	PerDeviceEvalBatchSize    int              `json:"per_device_eval_batch_size"`
+	GradientAccumulationSteps int              `json:"gradient_accumulation_steps"`
+	EvalAccumulationSteps     *int             `json:"eval_accumulation_steps"`
 	// EvalDelay: epochs or steps (per eval_strategy) before the first evaluation.
 	EvalDelay    float64 `json:"eval_delay" hf:"nullable,steps"`
 	LearningRate float64 `json:"learning_rate"`
@@ -43,8 +47,8 @@ type TrainingArguments struct {
 	// NumTrainEpochs may be fractional: the last epoch is cut at that fraction of its steps.
 	NumTrainEpochs float64 `json:"num_train_epochs"`
 	// MaxSteps > 0 overrides NumTrainEpochs; -1 means "from the epochs".
-	MaxSteps        int    `json:"max_steps"`
-	LRSchedulerType string `json:"lr_scheduler_type"`
+	MaxSteps        int           `json:"max_steps"`
+	LRSchedulerType SchedulerType `json:"lr_scheduler_type"`
 	// LRSchedulerKwargs are passed to the schedule as HF's get_scheduler passes them (see
 	// NewScheduleFromKwargs). Values are float64, int64, string, bool or nil.
 	LRSchedulerKwargs map[string]any `json:"lr_scheduler_kwargs" hf:"nullable"`
@@ -57,25 +61,25 @@ type TrainingArguments struct {
 	LogLevel string `json:"log_level"`
 	// LoggingDir: TensorBoard directory; Finalize defaults it to output_dir/runs/<date>_<host>
 	// as transformers 4.x does (5.x deprecates the field and derives the same directory later).
-	LoggingDir      string `json:"logging_dir" hf:"nullable"`
-	LoggingStrategy string `json:"logging_strategy"`
+	LoggingDir      string           `json:"logging_dir" hf:"nullable"`
+	LoggingStrategy IntervalStrategy `json:"logging_strategy"`
 	// LoggingFirstStep: also log after the first update.
 	LoggingFirstStep bool `json:"logging_first_step" hf:"nullable"`
 	// LoggingSteps: an interval in updates, or a ratio of max_steps when < 1.
-	LoggingSteps             float64  `json:"logging_steps" hf:"steps"`
-	LoggingNanInfFilter      bool     `json:"logging_nan_inf_filter" hf:"nullable"`
-	SaveStrategy             string   `json:"save_strategy"`
-	SaveSteps                float64  `json:"save_steps" hf:"steps"`
-	SaveTotalLimit           *int     `json:"save_total_limit"`
-	SaveSafetensors          bool     `json:"save_safetensors" hf:"nullable"`
-	SaveOnlyModel            bool     `json:"save_only_model" hf:"nullable"`
-	Seed                     int      `json:"seed"`
-	DataSeed                 *int     `json:"data_seed"`
-	BF16                     bool     `json:"bf16" hf:"nullable"`
-	DataloaderDropLast       bool     `json:"dataloader_drop_last" hf:"nullable"`
-	EvalSteps                *float64 `json:"eval_steps" hf:"steps"`
-	DataloaderNumWorkers     int      `json:"dataloader_num_workers"`
-	DataloaderPrefetchFactor *int     `json:"dataloader_prefetch_factor"`
+	LoggingSteps             float64      `json:"logging_steps" hf:"steps"`
+	LoggingNanInfFilter      bool         `json:"logging_nan_inf_filter" hf:"nullable"`
+	SaveStrategy             SaveStrategy `json:"save_strategy"`
+	SaveSteps                float64      `json:"save_steps" hf:"steps"`
+	SaveTotalLimit           *int         `json:"save_total_limit"`
+	SaveSafetensors          bool         `json:"save_safetensors" hf:"nullable"`
+	SaveOnlyModel            bool         `json:"save_only_model" hf:"nullable"`
+	Seed                     int          `json:"seed"`
+	DataSeed                 *int         `json:"data_seed"`
+	BF16                     bool         `json:"bf16" hf:"nullable"`
+	DataloaderDropLast       bool         `json:"dataloader_drop_last" hf:"nullable"`
+	EvalSteps                *float64     `json:"eval_steps" hf:"steps"`
+	DataloaderNumWorkers     int          `json:"dataloader_num_workers"`
+	DataloaderPrefetchFactor *int         `json:"dataloader_prefetch_factor"`
 	// RunName defaults (Finalize) to OutputDir, as transformers 4.x does.
 	RunName             string   `json:"run_name" hf:"nullable"`
 	DisableTqdm         *bool    `json:"disable_tqdm"`
@@ -97,8 +101,8 @@ type TrainingArguments struct {
 	// Optim: "adamw_torch" (the default before torch 2.8; 5.x picks "adamw_torch_fused" on newer
 	// torch — the same update), "adamw_torch_fused", "adamw_hf", "adamw_torch_xla" (all AdamW)
 	// or "adafactor".
-	Optim     string `json:"optim"`
-	OptimArgs string `json:"optim_args" hf:"nullable"`
+	Optim     OptimizerName `json:"optim"`
+	OptimArgs string        `json:"optim_args" hf:"nullable"`
 	// Adafactor (deprecated 4.x spelling of optim=adafactor; removed in 5.0).
 	Adafactor bool `json:"adafactor" hf:"nullable"`
 	// ReportTo: integrations. HF 5.x defaults to none (4.x defaulted to "all"); "none" and "all"
@@ -131,6 +135,10 @@ type TrainingArguments struct {
 	// PeakFlops: the hardware's peak FLOP/s per device, for model FLOPs utilization (MFU)
 	// reporting; 0 means unknown (no MFU).
 	PeakFlops float64 `json:"peak_flops"`
+	// LogGotpuMetrics: print gotpu's own counters (step time, throughput, MFU, pipeline
+	// figures: GotpuLogKeys) in the console's log lines too; they are always in
+	// log_history.jsonl, trainer_state.json and TensorBoard.
+	LogGotpuMetrics bool `json:"log_gotpu_metrics" hf:"nullable"`
 	// DevicePrefetchSize: training batches transferred to the devices ahead of the step that
 	// takes them (torch_xla's device_prefetch_size), on top of dataloader_prefetch_factor batches
 	// collated on the host; it bounds the device memory the input pipeline holds.

@@ -71,11 +71,11 @@ func (a *TrainingArguments) finalize(now time.Time, host string) error {
 			l.invalid(field, "%s must be an integer when above 1 (below 1 it is a ratio of max_steps)", fmtFloat(v))
 		}
 	}
-	integral("logging_steps", a.LoggingStrategy, a.LoggingSteps)
+	integral("logging_steps", string(a.LoggingStrategy), a.LoggingSteps)
 	if a.EvalSteps != nil {
-		integral("eval_steps", a.EvalStrategy, *a.EvalSteps)
+		integral("eval_steps", string(a.EvalStrategy), *a.EvalSteps)
 	}
-	integral("save_steps", a.SaveStrategy, a.SaveSteps)
+	integral("save_steps", string(a.SaveStrategy), a.SaveSteps)
 	if a.LoadBestModelAtEnd && a.SaveStrategy != "best" {
 		a.checkBestModelSteps(&l)
 	}
@@ -106,7 +106,7 @@ func (a *TrainingArguments) finalize(now time.Time, host string) error {
 // checkBestModelSteps is HF's load_best_model_at_end check (5.x form, which fixed 4.50's
 // rejection of ratio intervals that are multiples).
 func (a *TrainingArguments) checkBestModelSteps(l *errorList) {
-	if a.EvalStrategy != a.SaveStrategy {
+	if string(a.EvalStrategy) != string(a.SaveStrategy) {
 		l.invalid("load_best_model_at_end", "requires eval_strategy (%q) and save_strategy (%q) to match, unless save_strategy is \"best\"",
 			a.EvalStrategy, a.SaveStrategy)
 		return

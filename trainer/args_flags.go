@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -13,10 +14,10 @@ import (
 var argHelp = map[string]string{
 	"output_dir":                    "directory for checkpoints and the final model",
 	"overwrite_output_dir":          "train from scratch into a non-empty output_dir (gotpu train refuses one without it or --resume_from_checkpoint); the previous run's checkpoint-N directories are removed first",
-	"do_train":                      "run training (read by scripts, not by the Trainer)",
-	"do_eval":                       "run evaluation (read by scripts; set when eval_strategy is not no)",
-	"do_predict":                    "run prediction (read by scripts)",
-	"eval_strategy":                 "when to evaluate: no, steps or epoch (alias --evaluation_strategy)",
+	"do_train":                      "run training (gotpu train always trains; false is refused: use gotpu eval)",
+	"do_eval":                       "evaluate at the end of training (run_clm's eval_results.json with perplexity); set when eval_strategy is not no",
+	"do_predict":                    "run prediction (refused: run_clm.py has none; use gotpu score)",
+	"eval_strategy":                 "when to evaluate: no, steps or epoch",
 	"per_device_train_batch_size":   "training examples per device per micro-step",
 	"per_device_eval_batch_size":    "evaluation examples per device",
 	"gradient_accumulation_steps":   "micro-steps accumulated per optimizer update",
@@ -68,7 +69,7 @@ var argHelp = map[string]string{
 	"adafactor":                     "use Adafactor (deprecated spelling of --optim adafactor)",
 	"report_to":                     "integrations to report to: tensorboard, all or none (comma-separated or repeated)",
 	"resume_from_checkpoint":        "checkpoint directory to resume from, or true for the latest in output_dir",
-	"gradient_checkpointing":        "recompute activations in the backward pass to save memory",
+	"gradient_checkpointing":        "recompute activations in the backward pass to save memory (refused: not implemented yet)",
 	"full_determinism":              "make every operation deterministic (slower)",
 	"include_tokens_per_second":     "report tokens per second per device",
 	"include_num_input_tokens_seen": "track input tokens seen: no, all (also true) or non_padding",
@@ -79,6 +80,7 @@ var argHelp = map[string]string{
 	"num_devices":                   "gotpu: data-parallel replicas (0: all devices)",
 	"device":                        "gotpu: auto, tpu, cuda, cpu or go",
 	"peak_flops":                    "gotpu: peak FLOP/s per device, for MFU reporting (0: unknown)",
+	"log_gotpu_metrics":             "gotpu: also print gotpu's counters (step_seconds, tokens_per_second, mfu, ...) in the console's log lines",
 	"device_prefetch_size":          "gotpu: training batches put on the devices ahead of their step",
 }
 
@@ -91,14 +93,14 @@ var argHelp = map[string]string{
 // To layer flags over an argument file, register the flags on a separate
 // DefaultTrainingArguments and call MergeFlags after parsing.
 func (a *TrainingArguments) RegisterFlags(fs *flag.FlagSet) {
-	registerStructFlags(fs, reflect.ValueOf(a).Elem(), trainingArgsMeta, argHelp)
+	registerStructFlags(fs, reflect.ValueOf(a).Elem(), trainingArgsMeta, func(name string) string { return argHelp[name] })
 	fs.Var(fs.Lookup("eval_strategy").Value, "evaluation_strategy", "old name of --eval_strategy")
 }
 
 // RegisterFlags registers the model/data arguments under their HF names (--model_name_or_path,
 // --block_size…), plus --dtype as an alias of --torch_dtype.
 func (m *ModelDataArguments) RegisterFlags(fs *flag.FlagSet) {
-	registerStructFlags(fs, reflect.ValueOf(m).Elem(), modelDataArgsMeta, sftHelp)
+	registerStructFlags(fs, reflect.ValueOf(m).Elem(), modelDataArgsMeta, modelDataUsage)
 	fs.Var(fs.Lookup("torch_dtype").Value, "dtype", "alias of --torch_dtype")
 	fs.Var(fs.Lookup("model_revision").Value, "revision", "alias of --model_revision")
 	fs.Var(fs.Lookup("train_split").Value, "dataset_train_split", "alias of --train_split (TRL's name)")
@@ -125,8 +127,13 @@ func (a *TrainingArguments) RegisterUnsupportedFlags(fs *flag.FlagSet) {
 
 // MergeFlags copies into a every field whose flag was set on fs, taking the value from flagged,
 // the arguments fs's flags were registered on (RegisterFlags, and optionally
-// RegisterUnsupportedFlags). Unsupported settings recorded by flagged are appended.
+// RegisterUnsupportedFlags). For an unsupported field, the command line's setting replaces the
+// file's: `--args X.json --fp16 false` drops X.json's refused "fp16": true, as flags override
+// the file.
 func (a *TrainingArguments) MergeFlags(flagged *TrainingArguments, fs *flag.FlagSet) {
+	a.Unsupported = slices.DeleteFunc(slices.Clone(a.Unsupported), func(u UnsupportedSetting) bool {
+		return isFlagSet(fs, u.Name)
+	})
 	dst, src := reflect.ValueOf(a).Elem(), reflect.ValueOf(flagged).Elem()
 	fs.Visit(func(f *flag.Flag) {
 		name := f.Name
@@ -157,6 +164,13 @@ func (m *ModelDataArguments) MergeFlags(flagged *ModelDataArguments, fs *flag.Fl
 			dst.Field(af.index).Set(deepCopy(src.Field(af.index)))
 		}
 	})
+}
+
+// isFlagSet reports whether the flag name was given on fs's command line.
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // deepCopy copies pointers, slices and maps so merged structs share no storage.
@@ -195,12 +209,14 @@ func anyToGo(x any) map[string]any {
 	return m
 }
 
-func registerStructFlags(fs *flag.FlagSet, sv reflect.Value, meta *argStruct, help map[string]string) {
+// registerStructFlags registers a flag per field of meta; help gives each its usage
+// (TestEveryFlagHasHelp checks that none is missing, so the name is only a last resort).
+func registerStructFlags(fs *flag.FlagSet, sv reflect.Value, meta *argStruct, help func(string) string) {
 	for _, f := range meta.fields {
 		field := sv.Field(f.index)
-		usage := help[f.name]
+		usage := help(f.name)
 		if usage == "" {
-			usage = "HF example-script argument " + f.name
+			usage = strings.ReplaceAll(f.name, "_", " ")
 		}
 		var v flag.Value
 		switch p := field.Addr().Interface().(type) {
@@ -215,6 +231,14 @@ func registerStructFlags(fs *flag.FlagSet, sv reflect.Value, meta *argStruct, he
 			if f.name == "include_num_input_tokens_seen" {
 				v = (*tokensSeenFlag)(p)
 			}
+		case *IntervalStrategy: // the enumerated fields (args_enums.go) parse as plain strings
+			v = (*stringFlag)(p)
+		case *SaveStrategy:
+			v = (*stringFlag)(p)
+		case *SchedulerType:
+			v = (*stringFlag)(p)
+		case *OptimizerName:
+			v = (*stringFlag)(p)
 		case **bool:
 			v = &optFlag[bool]{p: p, parse: parseBool, isBool: true}
 		case **int:
@@ -282,6 +306,9 @@ func (b *boolFlag) Set(s string) error {
 func (b *boolFlag) String() string   { return strconv.FormatBool(bool(*b)) }
 func (b *boolFlag) IsBoolFlag() bool { return true }
 
+// FlagType names each flag's value in --help (cli.PrintGroups); booleans show none.
+func (b *boolFlag) FlagType() string { return "" }
+
 type intFlag int
 
 func (i *intFlag) Set(s string) error {
@@ -289,7 +316,8 @@ func (i *intFlag) Set(s string) error {
 	*i = intFlag(v)
 	return err
 }
-func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
+func (i *intFlag) String() string   { return strconv.Itoa(int(*i)) }
+func (i *intFlag) FlagType() string { return "int" }
 
 type floatFlag float64
 
@@ -298,12 +326,14 @@ func (f *floatFlag) Set(s string) error {
 	*f = floatFlag(v)
 	return err
 }
-func (f *floatFlag) String() string { return fmtFloat(float64(*f)) }
+func (f *floatFlag) String() string   { return fmtFloat(float64(*f)) }
+func (f *floatFlag) FlagType() string { return "float" }
 
 type stringFlag string
 
 func (s *stringFlag) Set(v string) error { *s = stringFlag(v); return nil }
 func (s *stringFlag) String() string     { return string(*s) }
+func (s *stringFlag) FlagType() string   { return "string" }
 
 // tokensSeenFlag takes 5.x's modes or 4.x's booleans (a bare --include_num_input_tokens_seen
 // means "all"; give a mode as --include_num_input_tokens_seen=non_padding).
@@ -349,6 +379,17 @@ func (o *optFlag[T]) String() string {
 
 func (o *optFlag[T]) IsBoolFlag() bool { return o.isBool }
 
+func (o *optFlag[T]) FlagType() string {
+	var zero T
+	switch any(zero).(type) {
+	case bool:
+		return ""
+	case float64:
+		return "float"
+	}
+	return fmt.Sprintf("%T", zero)
+}
+
 // listFlag takes comma-separated values, repeatable; the first use replaces the default.
 type listFlag struct {
 	p   *[]string
@@ -368,6 +409,8 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
+func (l *listFlag) FlagType() string { return "list" }
+
 func (l *listFlag) String() string {
 	if l == nil || l.p == nil {
 		return ""
@@ -386,6 +429,8 @@ func (k *kwargsFlag) Set(s string) error {
 	*k = m
 	return nil
 }
+
+func (k *kwargsFlag) FlagType() string { return "json" }
 
 func (k *kwargsFlag) String() string {
 	if k == nil || *k == nil {
@@ -410,6 +455,8 @@ func (f *fsdpFlag) Set(s string) error {
 	return nil
 }
 
+func (f *fsdpFlag) FlagType() string { return "options" }
+
 func (f *fsdpFlag) String() string {
 	if f == nil || f.p == nil {
 		return ""
@@ -432,6 +479,8 @@ func (f *fsdpConfigFlag) Set(s string) error {
 	*f.p, f.value = c, s
 	return nil
 }
+
+func (f *fsdpConfigFlag) FlagType() string { return "file|json" }
 
 func (f *fsdpConfigFlag) String() string {
 	if f == nil {

@@ -119,9 +119,10 @@ type Flow struct {
 	EvalSteps    int
 	SaveSteps    int
 
-	loggingStrategy, evalStrategy, saveStrategy string
-	loggingFirstStep                            bool
-	evalDelay                                   float64
+	loggingStrategy, evalStrategy IntervalStrategy
+	saveStrategy                  SaveStrategy
+	loggingFirstStep              bool
+	evalDelay                     float64
 }
 
 // Flow resolves the logging/eval/save intervals for a run of maxSteps updates, as

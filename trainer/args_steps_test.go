@@ -134,7 +134,7 @@ func TestFlowSteps(t *testing.T) {
 	if c := fe.EpochEnd(2); !c.ShouldEvaluate {
 		t.Errorf("epoch 2: %+v", c)
 	}
-	for _, strategy := range []string{"best", "no"} {
+	for _, strategy := range []SaveStrategy{SaveBest, SaveNo} {
 		b := DefaultTrainingArguments()
 		b.SaveStrategy, b.SaveSteps = strategy, 1
 		if fb := b.Flow(5); fb.ShouldSave(5) || fb.ShouldSave(1) || fb.EpochEnd(1).ShouldSave {
@@ -151,7 +151,7 @@ func TestFlowSteps(t *testing.T) {
 func TestFlowReproducesRealLogs(t *testing.T) {
 	for _, tt := range []struct {
 		file       string
-		eval       string
+		eval       IntervalStrategy
 		epochSteps int // steps per epoch, for epoch evaluation
 	}{
 		{"qwen05_verifier_final_trainer_state.json", "steps", 0},

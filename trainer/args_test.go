@@ -19,10 +19,10 @@ func TestDefaultTrainingArguments(t *testing.T) {
 		"output_dir": "trainer_output", "per_device_train_batch_size": 8, "per_device_eval_batch_size": 8,
 		"gradient_accumulation_steps": 1, "learning_rate": 5e-5, "weight_decay": 0.0, "adam_beta1": 0.9,
 		"adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0, "max_steps": -1,
-		"lr_scheduler_type": "linear", "warmup_ratio": 0.0, "warmup_steps": 0.0, "log_level": "passive",
-		"logging_strategy": "steps", "logging_steps": 500.0, "logging_nan_inf_filter": true, "save_strategy": "steps",
-		"save_steps": 500.0, "save_safetensors": true, "seed": 42, "eval_strategy": "no", "remove_unused_columns": true,
-		"optim": "adamw_torch", "report_to": []string{"none"}, "include_num_input_tokens_seen": "no",
+		"lr_scheduler_type": SchedulerLinear, "warmup_ratio": 0.0, "warmup_steps": 0.0, "log_level": "passive",
+		"logging_strategy": IntervalSteps, "logging_steps": 500.0, "logging_nan_inf_filter": true, "save_strategy": SaveSteps,
+		"save_steps": 500.0, "save_safetensors": true, "seed": 42, "eval_strategy": IntervalNo, "remove_unused_columns": true,
+		"optim": OptimAdamWTorch, "report_to": []string{"none"}, "include_num_input_tokens_seen": "no",
 		"average_tokens_across_devices": true, "max_consecutive_nonfinite": 10, "num_devices": 0, "device": "auto", "device_prefetch_size": 1,
 		"eval_steps": (*float64)(nil), "save_total_limit": (*int)(nil), "greater_is_better": (*bool)(nil),
 		"fsdp": []string{}, "fsdp_config": FSDPConfig{},
@@ -196,7 +196,7 @@ func TestFinalize(t *testing.T) {
 	want := map[string]any{
 		"logging_dir": "./results/runs/Nov11_15-08-45_box", "run_name": "./results", "do_eval": true,
 		"eval_steps": f64p(50), "metric_for_best_model": "loss", "greater_is_better": boolp(false),
-		"optim": "adafactor", "report_to": []string{"tensorboard"}, "disable_tqdm": boolp(false),
+		"optim": OptimAdafactor, "report_to": []string{"tensorboard"}, "disable_tqdm": boolp(false),
 	}
 	v := reflect.ValueOf(a)
 	for name, w := range want {

@@ -65,7 +65,7 @@ func (a *TrainingArguments) Validate() error {
 		}
 	}
 
-	oneOf("eval_strategy", a.EvalStrategy, intervalStrategies)
+	oneOf("eval_strategy", string(a.EvalStrategy), intervalStrategies)
 	atLeastOne("per_device_train_batch_size", a.PerDeviceTrainBatchSize)
 	atLeastOne("per_device_eval_batch_size", a.PerDeviceEvalBatchSize)
 	atLeastOne("gradient_accumulation_steps", a.GradientAccumulationSteps)
@@ -99,9 +99,9 @@ func (a *TrainingArguments) Validate() error {
 	}
 	nonNegative("warmup_steps", a.WarmupSteps)
 	oneOf("log_level", a.LogLevel, logLevels)
-	oneOf("logging_strategy", a.LoggingStrategy, intervalStrategies)
+	oneOf("logging_strategy", string(a.LoggingStrategy), intervalStrategies)
 	nonNegative("logging_steps", a.LoggingSteps)
-	oneOf("save_strategy", a.SaveStrategy, saveStrategies)
+	oneOf("save_strategy", string(a.SaveStrategy), saveStrategies)
 	nonNegative("save_steps", a.SaveSteps)
 	if !a.SaveSafetensors {
 		l.add("TrainingArguments", "save_safetensors", ErrUnsupportedArgument,
@@ -130,8 +130,8 @@ func (a *TrainingArguments) Validate() error {
 		l.invalid("label_smoothing_factor", "%s is not in [0, 1)", fmtFloat(x))
 	}
 	switch {
-	case slices.Contains(supportedOptimizers, a.Optim):
-	case slices.Contains(hfOptimizers, a.Optim):
+	case slices.Contains(supportedOptimizers, string(a.Optim)):
+	case slices.Contains(hfOptimizers, string(a.Optim)):
 		l.add("TrainingArguments", "optim", ErrUnsupportedArgument,
 			"%q — not implemented by gotpu (its kernels are CUDA or third-party); use adamw_torch or adafactor", a.Optim)
 	default:
@@ -153,6 +153,15 @@ func (a *TrainingArguments) Validate() error {
 		default:
 			l.invalid("report_to", "%q is not an integration (%s, all or none)", r, strings.Join(supportedReportTo, ", "))
 		}
+	}
+	if a.GradientCheckpointing {
+		l.add("TrainingArguments", "gradient_checkpointing", ErrUnsupportedArgument,
+			"true — not implemented yet (activation recomputation is planned); remove it, and lower per_device_train_batch_size "+
+				"(raising gradient_accumulation_steps to keep the global batch) or use fsdp if activations do not fit")
+	}
+	if len(a.LabelNames) > 0 && !slices.Equal(a.LabelNames, []string{"labels"}) {
+		l.add("TrainingArguments", "label_names", ErrUnsupportedArgument,
+			"%s — gotpu's models read their labels from \"labels\" only; remove it (or give labels)", strings.Join(a.LabelNames, ","))
 	}
 	oneOf("include_num_input_tokens_seen", a.IncludeNumInputTokensSeen, tokensSeenModes)
 	if a.NeftuneNoiseAlpha != nil {
@@ -184,7 +193,7 @@ func (a *TrainingArguments) validateScheduler(l *errorList) {
 		l.add("TrainingArguments", "lr_scheduler_type", ErrUnsupportedArgument,
 			`"reduce_lr_on_plateau" — its learning rate depends on evaluation results, which gotpu's step-indexed schedules do not model; use cosine or linear`)
 		return
-	case !slices.Contains(scheduleTypes, a.LRSchedulerType):
+	case !slices.Contains(scheduleTypes, string(a.LRSchedulerType)):
 		l.invalid("lr_scheduler_type", "%q is not one of %s", a.LRSchedulerType, strings.Join(scheduleTypes, ", "))
 		return
 	}

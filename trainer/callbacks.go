@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gotpu/gotpu/internal/progress"
 	"github.com/gotpu/gotpu/trainer/tensorboard"
 )
 
@@ -34,6 +31,15 @@ type Event struct {
 	// events, no host read; State.GlobalStep counts the steps dispatched, up to xla.QueueDepth
 	// ahead).
 	CompletedSteps int
+	// PredictionSteps is the number of batches of the evaluation under way (OnPredictionStep).
+	PredictionSteps int
+}
+
+// PredictionStepCallback is a Callback with HF's on_prediction_step hook, called after each
+// evaluation batch (Callbacks.OnPredictionStep); ProgressCallback draws the evaluation bar
+// from it. It is a separate interface so that existing Callbacks need not implement it.
+type PredictionStepCallback interface {
+	OnPredictionStep(ctx context.Context, e *Event) error
 }
 
 // Callback is Hugging Face's TrainerCallback: hooks the training loop calls at fixed points.
@@ -118,6 +124,18 @@ func (cs Callbacks) OnSave(ctx context.Context, e *Event) error {
 func (cs Callbacks) OnTrainEnd(ctx context.Context, e *Event) error {
 	control(e)
 	return cs.call("OnTrainEnd", func(c Callback) error { return c.OnTrainEnd(ctx, e) })
+}
+
+// OnPredictionStep calls the callbacks that implement PredictionStepCallback (nested Callbacks
+// included), after each evaluation batch.
+func (cs Callbacks) OnPredictionStep(ctx context.Context, e *Event) error {
+	control(e)
+	return cs.call("OnPredictionStep", func(c Callback) error {
+		if p, ok := c.(PredictionStepCallback); ok {
+			return p.OnPredictionStep(ctx, e)
+		}
+		return nil
+	})
 }
 
 func control(e *Event) *TrainerControl {
@@ -293,93 +311,6 @@ func (c *TensorBoardCallback) Close() error {
 	err := c.w.Close()
 	c.w = nil
 	return err
-}
-
-// ProgressCallback is HF's ProgressCallback and PrinterCallback in one: it draws a tqdm-style
-// bar of the updates on BarOut (only if that is a terminal, and not with disable_tqdm) and
-// prints each logged entry to LogOut as HF does: str() of the dict with floats formatted
-// "{:.4g}" and total_flos dropped. Only the local process zero draws and prints. Not safe for
-// concurrent use; the bar itself is (see internal/progress).
-type ProgressCallback struct {
-	BaseCallback
-	BarOut io.Writer // nil means os.Stderr (tqdm's default)
-	LogOut io.Writer // nil means os.Stdout (print and tqdm.write)
-	// MaxStrLen: longer string values are replaced by a note (HF's max_str_len, default 100).
-	MaxStrLen int
-
-	bar *progress.Bar
-}
-
-// NewProgressCallback returns a ProgressCallback on stderr and stdout.
-func NewProgressCallback() *ProgressCallback { return &ProgressCallback{MaxStrLen: 100} }
-
-// OnTrainBegin starts the bar at the current global step (a resumed run starts part-way).
-func (c *ProgressCallback) OnTrainBegin(_ context.Context, e *Event) error {
-	if !e.State.IsLocalProcessZero || disableTqdm(e.Args) {
-		return nil
-	}
-	out := c.BarOut
-	if out == nil {
-		out = os.Stderr
-	}
-	if c.bar != nil {
-		c.bar.Close()
-	}
-	c.bar = progress.NewWithOptions(out, progress.Options{Total: int64(e.State.MaxSteps),
-		Initial: int64(e.State.GlobalStep), Terminal: progress.IsTerminal(out)})
-	return nil
-}
-
-// OnStepEnd moves the bar to the steps the device has finished (Event.CompletedSteps), so its
-// rate and remaining time follow completions, not dispatches; the global step when the caller
-// does not say (CompletedSteps 0).
-func (c *ProgressCallback) OnStepEnd(_ context.Context, e *Event) error {
-	if c.bar != nil {
-		n := e.State.GlobalStep
-		if e.CompletedSteps > 0 {
-			n = e.CompletedSteps
-		}
-		c.bar.Update(int64(n))
-	}
-	return nil
-}
-
-// OnLog prints the entry above the bar and shows its loss in the bar.
-func (c *ProgressCallback) OnLog(_ context.Context, e *Event) error {
-	if !e.State.IsLocalProcessZero {
-		return nil
-	}
-	out := c.LogOut
-	if out == nil {
-		out = os.Stdout
-	}
-	line := FormatLogsForConsole(e.Logs, c.MaxStrLen)
-	if c.bar == nil {
-		_, err := io.WriteString(out, line+"\n")
-		return err
-	}
-	if loss, ok := e.Logs.Loss(); ok {
-		c.bar.SetPostfix("loss=" + pyFormatG4(loss))
-	}
-	return c.bar.PrintAbove(out, line)
-}
-
-// OnTrainEnd erases the bar.
-func (c *ProgressCallback) OnTrainEnd(context.Context, *Event) error { return c.Close() }
-
-// Close erases the bar if one is drawn; the loop defers it so a failed run does not leave a
-// half-drawn line on the terminal.
-func (c *ProgressCallback) Close() error {
-	if c.bar == nil {
-		return nil
-	}
-	err := c.bar.Close()
-	c.bar = nil
-	return err
-}
-
-func disableTqdm(a *TrainingArguments) bool {
-	return a != nil && a.DisableTqdm != nil && *a.DisableTqdm
 }
 
 // FormatLogsForConsole formats a log entry as HF's ProgressCallback and PrinterCallback print

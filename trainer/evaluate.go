@@ -30,6 +30,7 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map
 		return nil, errors.New("trainer: no evaluation data")
 	}
 	start := time.Now()
+	size := t.args.PerDeviceEvalBatchSize * t.replicas
 	var weighted, examples float64
 	steps := 0
 	var preds predictionCollector
@@ -52,6 +53,12 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map
 			return err
 		}
 		steps++
+		// The evaluation bar (HF's prediction_bar) counts dispatched batches: without
+		// compute_metrics their results are read once at the end.
+		ev.PredictionSteps = (t.eval.Len() + size - 1) / size
+		if err := t.callbacks.OnPredictionStep(ctx, ev); err != nil {
+			return err
+		}
 		if t.metricsFn == nil {
 			pend, sizes = append(pend, p), append(sizes, b.Size)
 			return nil

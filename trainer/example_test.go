@@ -15,7 +15,8 @@ import (
 )
 
 // Example trains a small randomly initialised GPT-2 for a few steps on two replicas (virtual
-// devices of the pure-Go backend) and checks that the loss went down.
+// devices of the pure-Go backend) and checks that the loss went down. The runtime is named
+// once, to models.New: the trainer runs the model on the runtime it was built with.
 func Example() {
 	ctx := context.Background()
 	rt, err := xla.Open(ctx, xla.Config{Device: "go", NumDevices: 2})
@@ -48,15 +49,14 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 	args.OutputDir = dir // only log_history.jsonl is written: save_strategy no
-	args.SaveStrategy = "no"
+	args.SaveStrategy = trainer.SaveNo
 	args.PerDeviceTrainBatchSize = 4
 	args.LearningRate = 3e-3
 	args.MaxSteps = 20
 	args.LoggingSteps = 5
-	noBar := true
-	args.DisableTqdm = &noBar // no progress bar or console log lines
+	args.SetDisableTqdm(true) // no progress bar or console log lines
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	tr, err := trainer.New(args, model, train, nil, trainer.Options{Runtime: rt, Logger: quiet})
+	tr, err := trainer.New(args, model, train, nil, trainer.Options{Logger: quiet})
 	if err != nil {
 		panic(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/gotpu/gotpu/trainer/step"
@@ -51,13 +52,17 @@ type loopState struct {
 	lastStats      xla.QueueStats // runtime counters at the previous log entry
 	lastStatsValid bool
 	memStats       xla.MemoryStats // the compiler's figures last logged (logCompiledMemory)
+	// flosTokens are this run's non-padding tokens, for total_flos (counted whatever
+	// include_num_input_tokens_seen says, and only since this run started: a resumed run's
+	// total_flos already holds the earlier ones).
+	flosTokens int64
 }
 
 // absorb folds read step results, in order, into the totals and the meter, exactly as when
 // each step was read as it finished: the loss with logging_nan_inf_filter, the grad norm, the
 // consecutive non-finite count (an error naming the step where max_consecutive_nonfinite was
 // reached), and honest timing — a step's device time is its execution's, from completion
-// events, less compilation.
+// events, a compiling step's compilation included (and logged).
 func (t *Trainer) absorb(ls *loopState, results []step.Result) error {
 	for _, r := range results {
 		if len(ls.pending) == 0 || ls.pending[0].p.GlobalStep != r.GlobalStep {
@@ -65,11 +70,17 @@ func (t *Trainer) absorb(ls *loopState, results []step.Result) error {
 		}
 		h := ls.pending[0]
 		ls.pending = ls.pending[1:]
+		// A step's time is its execution's wall time on the device, compilation included: the
+		// step package times a program's whole first run as its compile time (tracing,
+		// compiling and executing cannot be told apart there), so subtracting it left the
+		// first step a few microseconds. Its compilation is logged on its own line and counted
+		// in compile_seconds.
 		busy := r.End.Sub(r.Start)
 		if r.CompileSeconds > 0 {
 			d := time.Duration(r.CompileSeconds * float64(time.Second))
 			t.meter.AddCompile(d)
-			busy -= d
+			t.log.Info("compiled the training step in "+strconv.FormatFloat(r.CompileSeconds, 'g', 3, 64)+" s", "step", r.GlobalStep,
+				"note", "first run of a new program shape: included in this step's step_seconds")
 			t.logCompiledMemory(ls, r.GlobalStep)
 		}
 		t.meter.AddStep(int64(h.samples), int64(h.tokens), max(busy, 0))

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -245,7 +246,8 @@ func (m *Meter) AddCompile(d time.Duration) {
 // starts a new one at now:
 //
 //	tokens_per_second, samples_per_second  global throughput over the interval's wall time
-//	step_seconds                           mean device time per update
+//	step_seconds                           mean device time per update (a compiling update's
+//	                                       compilation included: see compile_seconds)
 //	input_wait_seconds                     time spent waiting for input
 //	compile_count, compile_seconds         compilations and their time
 //	mfu                                    model FLOPs utilization, if FLOPsPerToken and PeakFLOPS are set
@@ -292,3 +294,13 @@ func (m *Meter) Summary(now time.Time) LogEntry {
 	}
 	return SpeedMetrics("train", now.Sub(m.start), m.run.samples, m.run.steps, tokens)
 }
+
+// GotpuLogKeys lists the keys gotpu adds to training log entries beyond HF's (Meter.Interval's
+// and the pipeline's figures). They are kept in log_history and TensorBoard; the console shows
+// them only with log_gotpu_metrics (ConsoleLogs).
+func GotpuLogKeys() []string {
+	return []string{"compile_count", "compile_seconds", "device_idle_fraction", "host_syncs",
+		"input_wait_seconds", "mfu", "samples_per_second", "step_seconds", "tokens_per_second"}
+}
+
+func isGotpuLogKey(k string) bool { return slices.Contains(GotpuLogKeys(), k) }

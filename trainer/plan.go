@@ -239,7 +239,7 @@ func PlanFSDP(req PlanRequest) (Plan, error) {
 		return Plan{}, invalid("min_num_params", "%d is negative", req.MinNumParams)
 	case req.Devices < 0:
 		return Plan{}, invalid("devices", "%d is negative", req.Devices)
-	case !slices.Contains(supportedOptimizers, optim):
+	case !slices.Contains(supportedOptimizers, string(optim)):
 		return Plan{}, invalid("optim", "%q is not one of %v", optim, supportedOptimizers)
 	}
 	for _, t := range req.Targets {
@@ -260,7 +260,7 @@ func PlanFSDP(req PlanRequest) (Plan, error) {
 	}
 
 	p := Plan{ModelType: req.Model.ModelType(), Architecture: req.Model.Architecture(), Params: fp.Params,
-		Tensors: len(shapes), Optim: optim, BF16: a.BF16, Batch: a.PerDeviceTrainBatchSize, BlockSize: block,
+		Tensors: len(shapes), Optim: string(optim), BF16: a.BF16, Batch: a.PerDeviceTrainBatchSize, BlockSize: block,
 		GradientAccumulationSteps: a.GradientAccumulationSteps, FSDP: req.FSDP, MinNumParams: req.MinNumParams,
 		Devices: max(req.Devices, 1)}
 	perDevice := func(n int) (PlanBytes, error) {

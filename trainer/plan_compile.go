@@ -70,7 +70,11 @@ func CompilePlan(ctx context.Context, rt *xla.Runtime, req PlanRequest) (PlanCom
 	if err != nil {
 		return PlanCompiled{}, err
 	}
-	cfg := step.Config{Optimizer: opt, NumReplicas: n, BF16: req.Args.BF16}
+	// The same program the run compiles: label smoothing and NEFTune's noise are part of it.
+	cfg := step.Config{Optimizer: opt, NumReplicas: n, BF16: req.Args.BF16, LabelSmoothing: req.Args.LabelSmoothingFactor}
+	if req.Args.NeftuneNoiseAlpha != nil {
+		cfg.NEFTuneAlpha = *req.Args.NeftuneNoiseAlpha
+	}
 	if req.FSDP {
 		cfg.FSDP = &step.FSDP{Data: 1, Shard: n, MinNumParams: req.MinNumParams}
 	}

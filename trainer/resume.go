@@ -204,6 +204,8 @@ func (t *Trainer) snapshotWith(files []checkpoint.File, optimizerStep int, run r
 		checkpoint.File{Name: schedulerFile, Data: append(sj, '\n')},
 		checkpoint.File{Name: runFile, Data: append(rj, '\n')},
 	)
+	snap.Files = append(snap.Files, t.checkpointExtras()...)
+	snap.Files = t.modelOnlyFiles(snap.Files) // save_only_model
 	if t.state.BestModelCheckpoint != nil {
 		snap.Keep = []string{*t.state.BestModelCheckpoint}
 	}
@@ -240,6 +242,9 @@ func (t *Trainer) resume(dir string, globalBatch int) (runState, error) {
 	}
 	ck, err := checkpoint.Open(dir, requiredFiles(weights, config)...)
 	if err != nil {
+		if merr := refuseModelOnlyResume(dir); merr != nil {
+			return runState{}, merr
+		}
 		return runState{}, fmt.Errorf("trainer: resume_from_checkpoint: %w", err)
 	}
 	var run runState

@@ -22,10 +22,10 @@ var ErrSchedule = errors.New("invalid learning-rate schedule")
 // ScheduleSpec holds the parameters of one of transformers/optimization.py's schedule functions.
 // Nil optional fields take that function's default, noted on each field.
 type ScheduleSpec struct {
-	Type          string  // an HF SchedulerType value, e.g. "linear"
-	BaseLR        float64 // the optimizer's lr (LambdaLR's base_lr and polynomial's lr_init)
-	WarmupSteps   int     // num_warmup_steps
-	TrainingSteps int     // num_training_steps
+	Type          SchedulerType // e.g. SchedulerLinear
+	BaseLR        float64       // the optimizer's lr (LambdaLR's base_lr and polynomial's lr_init)
+	WarmupSteps   int           // num_warmup_steps
+	TrainingSteps int           // num_training_steps
 
 	// NumCycles: cosine, cosine_with_min_lr, cosine_warmup_with_min_lr and warmup_stable_decay
 	// default 0.5 (half a cosine wave); cosine_with_restarts 1 (restarts; may be fractional).
@@ -320,7 +320,7 @@ func wsdLambda(s, w, stable, decay int, warmupType, decayType string, minRatio, 
 // scheduleKwargs lists the lr_scheduler_kwargs HF's get_scheduler passes to each schedule
 // function. get_scheduler drops the kwargs entirely for constant, constant_with_warmup and
 // inverse_sqrt (so inverse_sqrt's timescale cannot be set from TrainingArguments).
-var scheduleKwargs = map[string][]string{
+var scheduleKwargs = map[SchedulerType][]string{
 	"linear":                    {},
 	"cosine":                    {"num_cycles"},
 	"cosine_with_restarts":      {"num_cycles"},
@@ -338,7 +338,7 @@ var scheduleKwargs = map[string][]string{
 // schedule function does not take is an error (Python raises TypeError). Keywords for constant,
 // constant_with_warmup and inverse_sqrt are refused too: get_scheduler silently drops them, and
 // a run that appears to set them but does not is better refused.
-func ScheduleSpecFromKwargs(typ string, baseLR float64, warmup, total int, kwargs map[string]any) (ScheduleSpec, error) {
+func ScheduleSpecFromKwargs(typ SchedulerType, baseLR float64, warmup, total int, kwargs map[string]any) (ScheduleSpec, error) {
 	spec := ScheduleSpec{Type: typ, BaseLR: baseLR, WarmupSteps: warmup, TrainingSteps: total}
 	allowed, known := scheduleKwargs[typ]
 	if !known {
@@ -441,7 +441,7 @@ func setScheduleKwarg(spec *ScheduleSpec, key string, v any) error {
 }
 
 // NewScheduleFromKwargs is ScheduleSpecFromKwargs followed by NewSchedule.
-func NewScheduleFromKwargs(typ string, baseLR float64, warmup, total int, kwargs map[string]any) (Schedule, error) {
+func NewScheduleFromKwargs(typ SchedulerType, baseLR float64, warmup, total int, kwargs map[string]any) (Schedule, error) {
 	spec, err := ScheduleSpecFromKwargs(typ, baseLR, warmup, total, kwargs)
 	if err != nil {
 		return Schedule{}, err

@@ -25,7 +25,8 @@ import (
 // Edge cases: warmup 0, warmup == total, steps beyond total (cosine keeps following the wave
 // there, as HF's does), fractional num_cycles.
 var scheduleVectors = []struct {
-	name, typ   string
+	name        string
+	typ         SchedulerType
 	lr          float64
 	warmup, tot int
 	kwargs      string
@@ -113,7 +114,7 @@ func TestScheduleFixtureLinearWarmup(t *testing.T) {
 func TestScheduleReproducesRealLogs(t *testing.T) {
 	for _, tt := range []struct {
 		file        string
-		typ         string
+		typ         SchedulerType
 		lr          float64
 		warmupRatio float64
 		total       int
@@ -198,7 +199,7 @@ func TestScheduleSpecDefaultsAndErrors(t *testing.T) {
 
 func TestScheduleKwargs(t *testing.T) {
 	for _, tt := range []struct {
-		typ    string
+		typ    SchedulerType
 		kwargs map[string]any
 		want   string // "" = accepted
 	}{

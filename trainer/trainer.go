@@ -12,6 +12,7 @@ import (
 
 	"github.com/gotpu/gotpu/checkpoint"
 	"github.com/gotpu/gotpu/data"
+	"github.com/gotpu/gotpu/data/tokenizer"
 	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/models/peft"
 	"github.com/gotpu/gotpu/trainer/step"
@@ -20,8 +21,10 @@ import (
 
 // Options are the Trainer's dependencies and choices beyond TrainingArguments.
 type Options struct {
-	// Runtime is the device runtime to train on (required); its devices are the replicas unless
-	// TrainingArguments.NumDevices asks for fewer.
+	// Runtime is the device runtime to train on; its devices are the replicas unless
+	// TrainingArguments.NumDevices asks for fewer. nil: the model's own (models.RuntimeOf: the
+	// runtime models.Load or models.New was given); a different runtime from the model's is
+	// refused, since the model's weights live on its runtime.
 	Runtime *xla.Runtime
 	// Collator builds batches; nil picks one for the model: fixed-length blocks for a causal LM
 	// (the longest training example), length buckets for a classifier.
@@ -49,6 +52,10 @@ type Options struct {
 	// TrainingArguments.seed, and trains only it (TRL's peft_config). An adapter attached
 	// beforehand (peft.New, peft.Load) is trained the same way without it.
 	PeftConfig *peft.LoraConfig
+	// Tokenizer is the processing_class: HF's Trainer saves it beside the model in save_model
+	// and in every checkpoint-N (tokenizer.json, tokenizer_config.json, chat template, ...), so
+	// a saved directory loads and generates on its own. nil: none is saved.
+	Tokenizer *tokenizer.Files
 }
 
 // Trainer trains and evaluates a models.Model with Hugging Face Trainer semantics. It is not safe
@@ -86,17 +93,24 @@ type Trainer struct {
 	syncSaves bool
 	nonFinite func(step int) bool
 	lockstep  bool
+	// tokenizer is written beside the model in SaveModel and checkpoints (Options.Tokenizer).
+	tokenizer *tokenizer.Files
 }
 
 // New validates the arguments and prepares a Trainer. train and eval may be nil when unused.
 func New(args TrainingArguments, model models.Model, train, eval data.Dataset, opts Options) (*Trainer, error) {
-	if opts.Runtime == nil {
-		return nil, errors.New("trainer.Options.Runtime: nil (open one with xla.Open)")
+	rt, err := models.ResolveRuntime(opts.Runtime, model, "trainer.Options.Runtime")
+	if err != nil {
+		return nil, err
 	}
+	opts.Runtime = rt
 	if err := args.Finalize(); err != nil {
 		return nil, err
 	}
 	if err := args.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkEvalData(&args, eval); err != nil { // args_effects.go
 		return nil, err
 	}
 	if opts.PeftConfig != nil {
@@ -118,11 +132,15 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 		}
 		replicas = args.NumDevices
 	}
+	if err := checkTokenAveraging(&args, replicas); err != nil { // args_effects.go
+		return nil, err
+	}
 	t := &Trainer{
 		args: args, model: model, train: train, eval: eval, rt: opts.Runtime,
 		collator: opts.Collator, callbacks: Callbacks(opts.Callbacks), log: opts.Logger, metricsFn: opts.ComputeMetrics,
 		replicas: replicas, state: NewTrainerState(), lastSaved: -1,
 		syncSaves: opts.SyncCheckpoints, nonFinite: opts.NonFiniteAt, lockstep: opts.Lockstep,
+		tokenizer: opts.Tokenizer,
 	}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -133,6 +151,7 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	t.closers = append(t.closers, lh)
 	if t.args.DisableTqdm == nil || !*t.args.DisableTqdm {
 		pc := NewProgressCallback()
+		t.log = slog.New(pc.LogHandler(t.log.Handler())) // log records go above the bar, not onto it
 		builtin = append(builtin, pc)
 		t.printsLogs = true
 		t.closers = append(t.closers, pc)
@@ -165,7 +184,11 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 		return nil, fmt.Errorf("trainer: seeding the RNG: %w", err)
 	}
 	t.stepCfg = step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16,
-		Window: stepWindow(&args), MaxConsecutiveNonfinite: args.MaxConsecutiveNonfinite}
+		Window: stepWindow(&args), MaxConsecutiveNonfinite: args.MaxConsecutiveNonfinite,
+		LabelSmoothing: args.LabelSmoothingFactor}
+	if args.NeftuneNoiseAlpha != nil { // HF: None leaves NEFTune off
+		t.stepCfg.NEFTuneAlpha = *args.NeftuneNoiseAlpha
+	}
 	// fsdp / fsdp_config: one process is one host (FSDPPlan's hybrid_shard default).
 	fp, err := args.FSDPPlan(replicas, 1)
 	if err != nil {
@@ -425,7 +448,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		if err != nil {
 			return TrainOutput{}, err
 		}
-		loaderState, totalLoss = run.Loader, run.TotalLoss
+		loaderState, totalLoss = t.resumeLoaderState(run.Loader), run.TotalLoss
 		t.lastSaved = t.state.GlobalStep
 	}
 	t.state.ComputeSteps(&t.args, l.maxSteps)
@@ -522,7 +545,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		// end of an epoch (transformers >= 4.46 updates on a partial accumulation there).
 		var micro []*step.DeviceBatch
 		var epochEnded bool
-		samples, tokens := 0, 0
+		samples, tokens, inputIDs := 0, 0, 0
 		for len(micro) < ga {
 			s, err := loader.Next(runCtx)
 			if err != nil {
@@ -535,6 +558,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 			micro = append(micro, db)
 			samples += db.Samples
 			tokens += db.Tokens
+			inputIDs += inputIDCount(s.Shards)
 			if loader.State().Batch == 0 {
 				epochEnded = true
 				break
@@ -568,7 +592,8 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 		pos := loader.State()
 		epoch := float64(pos.Epoch) + float64(pos.Batch)/float64(l.batchesPerEpoch)
 		t.state.Epoch = &epoch
-		t.state.NumInputTokensSeen += int64(tokens)
+		t.state.NumInputTokensSeen += tokensSeen(t.args.IncludeNumInputTokensSeen, inputIDs, tokens)
+		ls.flosTokens += int64(tokens)
 
 		control = flow.StepEnd(t.state.GlobalStep)
 		ev.CompletedSteps = ls.completed(t.state.GlobalStep)
@@ -650,7 +675,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	if t.state.GlobalStep > 0 {
 		trainLoss = totalLoss / float64(t.state.GlobalStep)
 	}
-	t.state.TotalFlos += EstimatedTotalFLOS(t.state.NumInputTokensSeen, t.nonEmbeddingParams())
+	t.state.TotalFlos += EstimatedTotalFLOS(ls.flosTokens, t.nonEmbeddingParams())
 	// HF's summary: speed_metrics("train", ...), then total_flos and train_loss.
 	summary := t.meter.Summary(time.Now()).
 		With("total_flos", JSONFloatValue(t.state.TotalFlos)).
@@ -699,6 +724,7 @@ func (t *Trainer) logEntry(ctx context.Context, ev *Event, entry LogEntry) error
 	if t.state.Epoch != nil {
 		entry = entry.With("epoch", JSONFloatValue(*t.state.Epoch))
 	}
+	entry = t.withTokensSeen(entry)
 	entry = entry.With("step", JSONIntValue(int64(t.state.GlobalStep)))
 	t.state.LogHistory = append(t.state.LogHistory, entry)
 	attrs := []any{}
@@ -785,7 +811,7 @@ func (t *Trainer) SaveModel(dir string) error {
 	if err := t.model.Save(dir, models.SaveOptions{}); err != nil {
 		return fmt.Errorf("trainer: saving the model to %s: %w", dir, err)
 	}
-	return nil
+	return t.saveTokenizer(dir)
 }
 
 // SaveState writes trainer_state.json into output_dir (HF's trainer.save_state).

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +30,8 @@ type dataSource struct {
 	// format is the datasets format of a --dataset_name split; "" for a --*_file path, whose
 	// extension decides.
 	format string
+	// span is set when the source is part of a split (validation_split_percentage).
+	span *rowSpan
 }
 
 // single is the path of a one-file source.
@@ -92,18 +97,13 @@ func (r *runArgs) datasetSplits(ctx context.Context, wantTrain, wantEval bool) (
 	if evalSplit == "" && wantEval && slices.Contains(resolved.SplitNames(), "validation") {
 		evalSplit = "validation"
 	}
-	if evalSplit == "" && wantEval && r.md.ValidationSplitPercentage != nil && *r.md.ValidationSplitPercentage > 0 {
-		// run_clm carves train[:N%] out as validation here; gotpu does not split a split, and
-		// must not pretend to by evaluating nothing.
-		return nil, nil, cli.UsageError("--validation_split_percentage: %s has no validation split and gotpu does not carve one out of train; "+
-			"name one with --validation_split (splits: %s)", name, strings.Join(resolved.SplitNames(), ", "))
-	}
 	if evalSplit != "" {
 		if eval, err = pick(evalSplit); err != nil {
 			return nil, nil, err
 		}
 	}
-	return train, eval, nil
+	// No validation split: run_clm carves train[:N%] out of train (validation_split_percentage).
+	return r.percentSplit(train, eval, wantTrain)
 }
 
 // isTableSource tells whether a source is read through data/table (Parquet, Arrow, CSV, a JSON
@@ -152,21 +152,6 @@ func openTables(s *dataSource) ([]*table.Table, func(), error) {
 
 func hasColumn(t *table.Table, name string) bool {
 	return slices.ContainsFunc(t.Columns(), func(c table.Column) bool { return c.Name == name })
-}
-
-// tableTextColumn is run_clm's choice of the text column: --text_column_name, else "text" when
-// there is one, else the first column.
-func (r *runArgs) tableTextColumn(t *table.Table) string {
-	if c := stringOr(r.md.TextColumnName, ""); c != "" {
-		return c
-	}
-	if hasColumn(t, "text") {
-		return "text"
-	}
-	if cols := t.Columns(); len(cols) > 0 {
-		return cols[0].Name
-	}
-	return "text"
 }
 
 // tableDocuments streams one string column of every table, in order, as documents; a null cell is
@@ -248,13 +233,17 @@ func (r *runArgs) openTableDataset(ctx context.Context, s *dataSource, model mod
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", s.what, err)
 		}
-		return store, func() { store.Close() }, nil
+		return s.spanDataset(store), func() { store.Close() }, nil
+	}
+	col, err := r.textColumn(ctx, s.what, ts[0]) // textcolumn.go: run_clm's one rule
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", s.what, err)
 	}
 	tok, err := r.tokenizer(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is text: %w", s.what, err)
 	}
-	blocks, err := r.groupTexts(ctx, tok, tableDocuments(ctx, ts, r.tableTextColumn(ts[0])), lm)
+	blocks, err := r.groupTexts(ctx, tok, s.spanDocs(tableDocuments(ctx, ts, col)), lm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", s.what, err)
 	}
@@ -268,5 +257,160 @@ func (r *runArgs) groupTexts(ctx context.Context, tok tokenizer.Tokenizer, docs 
 	if r.md.BlockSize != nil && *r.md.BlockSize > 0 {
 		block = min(*r.md.BlockSize, lm.MaxPositions())
 	}
-	return data.GroupTextsWith(ctx, tok, docs, block, true, data.DefaultGroupOptions())
+	return data.GroupTexts(ctx, tok, docs, block, data.GroupOptions{})
 }
+
+// rowSpan is run_clm.py's validation_split_percentage split of a split without a validation
+// part: the validation rows are train[:pct%], the training rows train[pct%:], counted in the
+// raw rows (text lines, JSON records, table rows) before tokenization and grouping, with
+// datasets' "closest" rounding of the boundary (Python's round: half to even).
+type rowSpan struct {
+	pct     int
+	holdout bool // the first pct% (validation) rather than the rest (training)
+}
+
+// bounds are the rows [lo, hi) of n that the span keeps.
+func (s rowSpan) bounds(n int) (lo, hi int) {
+	k := int(math.RoundToEven(float64(s.pct) * float64(n) / 100))
+	if s.holdout {
+		return 0, k
+	}
+	return k, n
+}
+
+// percentSplit carves run_clm.py's validation split out of the training source when there is
+// no evaluation source: train[:N%] evaluates, train[N%:] trains. N is
+// --validation_split_percentage; unset, run_clm's default 5 applies when the run evaluates
+// (do_eval, eval_strategy), and when it does not, gotpu trains on all the data rather than
+// hold out rows nothing evaluates on (run_clm drops them all the same). 0 splits nothing.
+func (r *runArgs) percentSplit(train, eval *dataSource, training bool) (*dataSource, *dataSource, error) {
+	if !training || train == nil || eval != nil {
+		return train, eval, nil
+	}
+	pct := 0
+	switch p := r.md.ValidationSplitPercentage; {
+	case p != nil:
+		pct = *p
+	case r.evalWanted():
+		pct = 5
+	}
+	if pct <= 0 {
+		return train, eval, nil
+	}
+	if pct >= 100 {
+		return nil, nil, cli.UsageError("--validation_split_percentage: %d leaves no training data; use a value in [0, 100)", pct)
+	}
+	tr, ev := *train, *train
+	tr.what, tr.span = fmt.Sprintf("%s [%d%%:]", train.what, pct), &rowSpan{pct: pct}
+	ev.what, ev.span = fmt.Sprintf("%s [:%d%%] (validation_split_percentage)", train.what, pct), &rowSpan{pct: pct, holdout: true}
+	return &tr, &ev, nil
+}
+
+// spanDocs keeps the documents of the source's span (all without one). The rows are counted in
+// a first pass, as datasets knows a split's length before slicing it.
+func (s *dataSource) spanDocs(docs data.Documents) data.Documents {
+	if s == nil || s.span == nil {
+		return docs
+	}
+	span := *s.span
+	return func(yield func(string, error) bool) {
+		n := 0
+		for _, err := range docs {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			n++
+		}
+		lo, hi := span.bounds(n)
+		i := 0
+		for d, err := range docs {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			if i >= lo && i < hi && !yield(d, nil) {
+				return
+			}
+			i++
+			if i >= hi {
+				return
+			}
+		}
+	}
+}
+
+// spanDataset is the source's span of a dataset of pre-tokenized rows (all without one).
+func (s *dataSource) spanDataset(ds data.Dataset) data.Dataset {
+	if s == nil || s.span == nil {
+		return ds
+	}
+	lo, hi := s.span.bounds(ds.Len())
+	return rowRange{ds, lo, hi - lo}
+}
+
+// spanSlice is the source's span of records read whole (a classifier's labeled rows).
+func spanSlice[T any](s *dataSource, recs []T) []T {
+	if s == nil || s.span == nil {
+		return recs
+	}
+	lo, hi := s.span.bounds(len(recs))
+	return recs[lo:hi]
+}
+
+// rowRange is n rows of a dataset from off.
+type rowRange struct {
+	data.Dataset
+	off, n int
+}
+
+func (r rowRange) Len() int { return r.n }
+
+func (r rowRange) Get(i int) (data.Example, error) {
+	if i < 0 || i >= r.n {
+		return data.Example{}, fmt.Errorf("data: example %d of %d", i, r.n)
+	}
+	return r.Dataset.Get(r.off + i)
+}
+
+// textLines reads a .txt file as run_clm.py's text loader does: one row per line, with its line
+// break when keep_linebreaks is true or unset (run_clm's default; datasets'
+// splitlines(keepends=True)) and without it when false.
+func (r *runArgs) textLines(path string) data.Documents {
+	if r.md.KeepLinebreaks != nil && !*r.md.KeepLinebreaks {
+		return data.TextLines(path)
+	}
+	return func(yield func(string, error) bool) {
+		f, err := os.Open(path)
+		if err != nil {
+			yield("", fmt.Errorf("data: %w", err))
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), maxTextLine)
+		sc.Split(linesWithBreaks)
+		for sc.Scan() {
+			if !yield(sc.Text(), nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield("", fmt.Errorf("data: %s: %w", path, err))
+		}
+	}
+}
+
+// linesWithBreaks is bufio.ScanLines keeping each line's "\n" (and "\r\n").
+func linesWithBreaks(b []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return i + 1, b[:i+1], nil
+	}
+	if atEOF && len(b) > 0 {
+		return len(b), b, nil
+	}
+	return 0, nil, nil
+}
+
+// maxTextLine bounds one line of a text file held in memory (data.TextLines' limit).
+const maxTextLine = 256 << 20

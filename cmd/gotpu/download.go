@@ -80,20 +80,39 @@ func runDownload(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(files) > 0 && (len(include) > 0 || len(exclude) > 0) {
 		return cli.UsageError("--include/--exclude apply to a whole-repo download; name files or give globs, not both")
 	}
+	// A model repo's listing also records which optional files it lacks (.no_exist markers), so
+	// that offline loads know "none" from "not downloaded" without asking the Hub.
+	var mark []string
+	if rt == hub.ModelRepo {
+		mark = probedFiles()
+	}
 	var path string
 	switch len(files) {
 	case 0:
-		path, err = c.Snapshot(ctx, repo, hub.SnapshotOptions{Include: include, Exclude: exclude, MaxWorkers: *maxWorkers})
+		path, err = c.Snapshot(ctx, repo, hub.SnapshotOptions{Include: include, Exclude: exclude, MaxWorkers: *maxWorkers, MarkMissing: mark})
 	case 1:
 		path, err = c.Download(ctx, repo, files[0])
 	default:
-		path, err = c.Snapshot(ctx, repo, hub.SnapshotOptions{Include: files, MaxWorkers: *maxWorkers})
+		path, err = c.Snapshot(ctx, repo, hub.SnapshotOptions{Include: files, MaxWorkers: *maxWorkers, MarkMissing: mark})
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, path)
 	return nil
+}
+
+// probedFiles are the files of a model repo that gotpu's loaders (and transformers') look for
+// and go on without: generation_config.json, the two spellings of the weights, the tokenizer's
+// and chat template's extras. `gotpu download` marks those a repo lacks as missing.
+func probedFiles() []string {
+	return []string{
+		"generation_config.json",
+		"model.safetensors", "model.safetensors.index.json",
+		"pytorch_model.bin", "pytorch_model.bin.index.json",
+		"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+		"chat_template.jinja", "chat_template.json",
+	}
 }
 
 // hubFlags are the Hub settings a command line may give over the environment: HF's cache_dir and

@@ -19,12 +19,27 @@ func newFlagSet(name string) *flag.FlagSet {
 	return flag.NewFlagSet("gotpu "+name, flag.ContinueOnError)
 }
 
-// parse parses args, printing usage to stderr on --help.
+// parse parses args, printing usage to stderr on --help. Only gotpu download takes positional
+// arguments between its flags (REPO_ID FILENAME…); for every other command a word after a
+// boolean flag can only be a value meant for it (`--bf16 maybe` is a bad boolean).
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) error {
-	err := cli.Parse(fs, args)
+	var err error
+	if fs.Name() == "gotpu download" {
+		err = cli.Parse(fs, args)
+	} else {
+		err = cli.ParseFlagsOnly(fs, args)
+	}
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stderr, "Usage: %s %s\n\nFlags:\n", fs.Name(), synopsis)
-		cli.PrintDefaults(stderr, fs)
+		fmt.Fprintf(stderr, "Usage: %s %s\n", fs.Name(), synopsis)
+		switch fs.Name() {
+		case "gotpu train":
+			cli.PrintGroups(stderr, fs, trainHelpGroups(), "")
+		case "gotpu eval":
+			cli.PrintGroups(stderr, fs, evalHelpGroups(), evalHelpRest)
+		default:
+			fmt.Fprintln(stderr, "\nFlags:")
+			cli.PrintDefaults(stderr, fs)
+		}
 		return errHelp
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,16 @@ import (
 // Text output: the generated token ids (not the prompt), space-separated, on one line. With
 // --json: {"prompt_ids": [...], "generated_ids": [...]}.
 //
+// --prompt TEXT (generate_text.go) encodes the text with the model directory's tokenizer.json
+// (as `gotpu train` saves it beside the model and in checkpoints) or --tokenizer's, special
+// tokens added as tokenizer(text) adds them, and prints the generated continuation decoded with
+// skip_special_tokens (the stop token left out); with --json the object also has "prompt" and
+// "text".
+//
+// prompt + max_new_tokens must fit the model's positions (config.json's n_positions /
+// max_position_embeddings): HF's generate only warns and then degrades or fails, so a request
+// that does not fit is refused, naming the limit and the largest max_new_tokens that fits.
+//
 // --adapter_name_or_path generates with a PEFT LoRA adapter attached to --model (every decoding
 // step, KV cache included, runs the adapted model); the output format is the same.
 //
@@ -36,7 +47,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	def := models.DefaultGenerateOptions()
 	model := fs.String("model", "", "Hugging Face model directory of a causal LM, or a Hub repo id")
 	promptIDs := fs.String("prompt_ids", "", `prompt token ids, separated by commas or spaces ("15496, 11")`)
-	prompt := fs.String("prompt", "", "prompt text (needs the model's tokenizer)")
+	prompt := fs.String("prompt", "", "prompt text, encoded with the model's tokenizer.json (or --tokenizer's)")
 	maxNew := fs.Int("max_new_tokens", def.MaxNewTokens, "tokens to generate at most")
 	doSample := fs.Bool("do_sample", def.DoSample, "sample instead of greedy decoding")
 	temperature := fs.Float64("temperature", def.Temperature, "sampling temperature")
@@ -52,7 +63,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	var chatF chatFlags
 	chatF.register(fs)
-	if err := parse(fs, args, stderr, "--model DIR [--adapter_name_or_path ADAPTER] (--prompt_ids IDS | --chat (--messages FILE.json | --prompt TEXT) [--system TEXT] [--chat_template_path FILE] [--tokenizer TOK]) [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
+	if err := parse(fs, args, stderr, "--model DIR [--adapter_name_or_path ADAPTER] (--prompt_ids IDS | --prompt TEXT [--tokenizer TOK] | --chat (--messages FILE.json | --prompt TEXT) [--system TEXT] [--chat_template_path FILE] [--tokenizer TOK]) [--max_new_tokens N] [--do_sample] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--json]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -72,18 +83,29 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	model = &dir
+	if *chatF.tokenizer == "" && *adapter != "" && fileExists(filepath.Join(*adapter, "tokenizer.json")) {
+		// `gotpu train --use_peft` saves the tokenizer beside the adapter (as HF's Trainer
+		// does), where AutoTokenizer.from_pretrained(adapter_dir) finds it: that one wins
+		// over the base model's.
+		*chatF.tokenizer = *adapter
+	}
 	var ids []int
 	var cp *chatPrompt
-	if *chatF.on {
+	var tp *textPrompt
+	switch {
+	case *chatF.on:
 		if cp, err = prepareChat(ctx, chatF, *prompt, modelArg, dir, *revision, stderr); err != nil {
 			return err
 		}
 		defer cp.tok.Close()
 		ids = cp.ids
-	} else {
-		if *prompt != "" {
-			return cli.UsageError("--prompt without --chat needs a tokenizer, which gotpu cannot load yet; pass token ids with --prompt_ids, or give --chat")
+	case *prompt != "":
+		if tp, err = prepareTextPrompt(ctx, *chatF.tokenizer, *prompt, modelArg, dir, *revision, stderr); err != nil {
+			return err
 		}
+		defer tp.tok.Close()
+		ids = tp.ids
+	default:
 		if ids, err = parseIDs(*promptIDs); err != nil {
 			return cli.UsageError("--prompt_ids: %v", err)
 		}
@@ -145,12 +167,17 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !ok {
 		return fmt.Errorf("%s: %s is not a causal language model; generate needs GPT-2, Llama, Mistral or Qwen2", *model, m.Architecture())
 	}
-	if cp != nil {
+	if cp != nil || tp != nil {
 		for i, id := range ids {
 			if id >= lm.VocabSize() {
 				return fmt.Errorf("the tokenizer does not fit %s: token %d (prompt position %d) is outside the model's vocabulary [0, %d)", *model, id, i, lm.VocabSize())
 			}
 		}
+	}
+	if err := checkPositions(len(ids), opts.MaxNewTokens, lm.MaxPositions(), set["max_new_tokens"], genConfig); err != nil {
+		return err
+	}
+	if cp != nil {
 		if *eos == "" {
 			base := opts.EOSTokenIDs // generation_config.json's
 			if base == nil {
@@ -162,6 +189,13 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out, err := models.Generate(ctx, rt, lm, ids, opts)
 	if err != nil {
 		return err
+	}
+	if tp != nil {
+		stops := opts.EOSTokenIDs
+		if stops == nil {
+			stops = lm.EOSTokenIDs()
+		}
+		return tp.print(stdout, out, stops, *asJSON)
 	}
 	if cp != nil {
 		text, err := reply(cp.tok, out, opts.EOSTokenIDs)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gotpu/gotpu/data/chat"
 	"github.com/gotpu/gotpu/data/tokenizer"
-	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/internal/cli"
 	"github.com/gotpu/gotpu/models"
 )
@@ -33,16 +32,22 @@ func (c *chatFlags) register(fs *flag.FlagSet) {
 	c.system = fs.String("system", "", "with --chat: a system message put before the conversation")
 	c.templatePath = fs.String("chat_template_path", "", "with --chat: a .jinja template or a tokenizer_config.json (default: the model's or --tokenizer's tokenizer_config.json / chat_template.jinja)")
 	c.tmplName = fs.String("chat_template_name", "", `with --chat: template name when chat_template is a list (default "default")`)
-	c.tokenizer = fs.String("tokenizer", "", "with --chat: tokenizer.json file or directory, or Hub repo id (default: the model's)")
+	c.tokenizer = fs.String("tokenizer", "", "with --prompt or --chat: tokenizer.json file or directory, or Hub repo id (default: the model's)")
 }
 
 // check applies the flags' usage rules, before anything is loaded.
 func (c *chatFlags) check(set map[string]bool, prompt string) error {
 	if !*c.on {
-		for _, f := range []string{"messages", "system", "chat_template_path", "chat_template_name", "tokenizer"} {
+		for _, f := range []string{"messages", "system", "chat_template_path", "chat_template_name"} {
 			if set[f] {
 				return cli.UsageError("--%s needs --chat", f)
 			}
+		}
+		if set["tokenizer"] && prompt == "" {
+			return cli.UsageError("--tokenizer needs --prompt TEXT or --chat (--prompt_ids are token ids already)")
+		}
+		if set["prompt_ids"] && prompt != "" {
+			return cli.UsageError("--prompt and --prompt_ids: give one (the text, or its token ids)")
 		}
 		return nil
 	}
@@ -90,39 +95,9 @@ func prepareChat(ctx context.Context, c chatFlags, prompt, modelArg, dir, revisi
 		msgs = append([]json.RawMessage{chat.TextMessage("system", *c.system)}, msgs...)
 	}
 
-	// Where the tokenizer and template files are: --tokenizer's directory, else the model's.
-	// A Hub model's snapshot holds only what loading the weights fetched, so the tokenizer
-	// files are fetched next to them.
-	filesDir := dir
-	var tok *tokenizer.Pipeline
-	var err error
-	switch {
-	case *c.tokenizer != "":
-		var opts tokenizer.HubOptions
-		if !isLocal(*c.tokenizer) {
-			if opts.Hub, err = newHubClient(hubFlags{}, stderr); err != nil {
-				return nil, err
-			}
-		}
-		if tok, err = tokenizer.FromPretrained(ctx, *c.tokenizer, opts); err != nil {
-			return nil, err
-		}
-		if st, serr := os.Stat(*c.tokenizer); serr == nil && st.IsDir() {
-			filesDir = *c.tokenizer
-		} else if serr == nil {
-			filesDir = filepath.Dir(*c.tokenizer)
-		} else {
-			filesDir = "" // a Hub tokenizer: its template must come from --chat_template_path
-		}
-	case !isLocal(modelArg):
-		if filesDir, err = fetchChatFiles(ctx, modelArg, revision, stderr); err != nil {
-			return nil, err
-		}
-		fallthrough
-	default:
-		if tok, err = tokenizer.FromFile(filesDir); err != nil {
-			return nil, fmt.Errorf("%w (give the model's tokenizer with --tokenizer)", err)
-		}
+	tok, filesDir, err := loadGenerateTokenizer(ctx, *c.tokenizer, modelArg, dir, revision, stderr)
+	if err != nil {
+		return nil, err
 	}
 	cp := &chatPrompt{tok: tok}
 	fail := func(err error) (*chatPrompt, error) {
@@ -162,6 +137,47 @@ func prepareChat(ctx context.Context, c chatFlags, prompt, modelArg, dir, revisi
 	return cp, nil
 }
 
+// loadGenerateTokenizer loads the tokenizer of `generate --prompt` / `--chat`: --tokenizer
+// (tokFlag: a tokenizer.json file or directory, or a Hub repo id), else the model directory's
+// tokenizer.json — which `gotpu train` saves beside the model and in every checkpoint. It
+// returns the directory its tokenizer_config.json / chat template would be in ("" for a Hub
+// --tokenizer). A Hub model's snapshot holds only what loading the weights fetched, so the
+// tokenizer files are fetched next to them.
+func loadGenerateTokenizer(ctx context.Context, tokFlag, modelArg, dir, revision string, stderr io.Writer) (*tokenizer.Pipeline, string, error) {
+	filesDir := dir
+	var tok *tokenizer.Pipeline
+	var err error
+	switch {
+	case tokFlag != "":
+		var opts tokenizer.HubOptions
+		if !isLocal(tokFlag) {
+			if opts.Hub, err = newHubClient(hubFlags{}, stderr); err != nil {
+				return nil, "", err
+			}
+		}
+		if tok, err = tokenizer.FromPretrained(ctx, tokFlag, opts); err != nil {
+			return nil, "", err
+		}
+		if st, serr := os.Stat(tokFlag); serr == nil && st.IsDir() {
+			filesDir = tokFlag
+		} else if serr == nil {
+			filesDir = filepath.Dir(tokFlag)
+		} else {
+			filesDir = "" // a Hub tokenizer: its template must come from --chat_template_path
+		}
+	case !isLocal(modelArg):
+		if filesDir, err = fetchChatFiles(ctx, modelArg, revision, stderr); err != nil {
+			return nil, "", err
+		}
+		fallthrough
+	default:
+		if tok, err = tokenizer.FromFile(filesDir); err != nil {
+			return nil, "", fmt.Errorf("%w (give the model's tokenizer with --tokenizer)", err)
+		}
+	}
+	return tok, filesDir, nil
+}
+
 // fetchChatFiles fetches a Hub model's tokenizer.json and, when the repo has them,
 // tokenizer_config.json and chat_template.jinja, and returns the snapshot directory holding them.
 func fetchChatFiles(ctx context.Context, modelArg, revision string, stderr io.Writer) (string, error) {
@@ -178,7 +194,7 @@ func fetchChatFiles(ctx context.Context, modelArg, revision string, stderr io.Wr
 		return "", err
 	}
 	for _, f := range []string{"tokenizer_config.json", "chat_template.jinja"} {
-		if _, err := c.Download(ctx, repo, f); err != nil && !errors.Is(err, hub.ErrEntryNotFound) {
+		if _, err := c.DownloadOptional(ctx, repo, f); err != nil {
 			return "", err
 		}
 	}

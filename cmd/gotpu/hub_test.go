@@ -182,16 +182,3 @@ func TestDatasetNameErrors(t *testing.T) {
 		t.Errorf("wrong split: exit %d, stderr %q: want 1 naming nope and listing train, validation", code, stderr)
 	}
 }
-
-// TestValidationSplitPercentageRefused: run_clm's validation_split_percentage carves a split out of
-// train; gotpu does not, and says so instead of evaluating nothing.
-func TestValidationSplitPercentageRefused(t *testing.T) {
-	s := hubtest.New(t)
-	s.AddRepo("dataset", "org/train-only", map[string][]byte{"data/train-00000-of-00001.parquet": textParquet(t, corpusTexts(t)[:50], 16)}, hubtest.RepoOptions{})
-	env := hubEnv(t, s, filepath.Join(t.TempDir(), "hub"))
-	_, stderr, code := runGotpu(t, env, "train", "--model_name_or_path", "org/none", "--dataset_name", "org/train-only",
-		"--validation_split_percentage", "5", "--eval_strategy", "steps", "--max_steps", "1", "--output_dir", filepath.Join(t.TempDir(), "o"))
-	if code != 2 || !strings.Contains(stderr, "validation_split_percentage") || !strings.Contains(stderr, "train") {
-		t.Errorf("exit %d, stderr %q: want a usage error naming validation_split_percentage and the splits", code, stderr)
-	}
-}

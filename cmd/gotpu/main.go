@@ -14,6 +14,7 @@ import (
 
 	"github.com/gotpu/gotpu/internal/aslimit"
 	"github.com/gotpu/gotpu/internal/cli"
+	"github.com/gotpu/gotpu/internal/progress"
 )
 
 // command is one subcommand of gotpu.
@@ -36,6 +37,7 @@ func commands() []command {
 		{"chat-template", "render JSON-lines conversations with a Hugging Face chat template (apply_chat_template)", runChatTemplate},
 		{"plan", "plan a run's memory per device on TPU and GPU targets, with or without FSDP", runPlan},
 		{"download", "download a Hugging Face Hub repo (or some of its files) into the shared HF cache", runDownload},
+		{"version", "print gotpu's version, commit, Go version and compiled-in backends", runVersion},
 	}
 }
 
@@ -60,6 +62,9 @@ func run(ctx context.Context, cmds []command, args []string, stdout, stderr io.W
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range cmds {
 		if c.name != args[0] {
@@ -89,7 +94,11 @@ func run(ctx context.Context, cmds []command, args []string, stdout, stderr io.W
 			return 1
 		}
 	}
-	fmt.Fprintf(stderr, "gotpu: unknown command %q\n", args[0])
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.name
+	}
+	fmt.Fprintf(stderr, "gotpu: unknown command %q%s\n", args[0], cli.SuggestCommand(args[0], names))
 	usage(stderr, cmds)
 	return 2
 }
@@ -146,7 +155,13 @@ func notifySignals(parent context.Context, stderr io.Writer) (ctx context.Contex
 		select {
 		case s := <-sigs:
 			first := &interrupt{s}
-			fmt.Fprintf(stderr, "gotpu: %s received: stopping (send it again to exit at once)\n", first.name())
+			// On a terminal the progress bar (and the echoed ^C) hold the current line: erase
+			// it first so that the message gets a line of its own; the bar redraws below it.
+			lead := ""
+			if progress.IsTerminal(stderr) {
+				lead = "\r\x1b[K"
+			}
+			fmt.Fprintf(stderr, "%sgotpu: %s received: stopping (send it again to exit at once)\n", lead, first.name())
 			cancel(first)
 		case <-done:
 			return

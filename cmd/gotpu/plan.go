@@ -227,6 +227,6 @@ func planModel(req *trainer.PlanRequest, model string, bf16 bool, batch, accum i
 	}
 	req.Model = cfg
 	req.Args = trainer.DefaultTrainingArguments()
-	req.Args.BF16, req.Args.PerDeviceTrainBatchSize, req.Args.GradientAccumulationSteps, req.Args.Optim = bf16, batch, accum, optim
+	req.Args.BF16, req.Args.PerDeviceTrainBatchSize, req.Args.GradientAccumulationSteps, req.Args.Optim = bf16, batch, accum, trainer.OptimizerName(optim)
 	return path, nil
 }

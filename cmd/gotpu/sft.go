@@ -201,8 +201,13 @@ func (r *runArgs) sftTokenizerConfig(ctx context.Context) (sft.TokenizerConfig, 
 		if err != nil {
 			return sft.TokenizerConfig{}, err
 		}
-		if cfgPath, err = c.Download(ctx, repo, "tokenizer_config.json"); err != nil {
-			return sft.TokenizerConfig{}, nil // a tokenizer without one: no template, no specials
+		// A tokenizer without one has no template and no specials; any other failure (a gated
+		// repo, corrupt bytes, a server error) is reported rather than read as "none".
+		if cfgPath, err = c.DownloadOptional(ctx, repo, "tokenizer_config.json"); err != nil {
+			return sft.TokenizerConfig{}, fmt.Errorf("tokenizer_config.json of %s: %w", path, err)
+		}
+		if cfgPath == "" {
+			return sft.TokenizerConfig{}, nil
 		}
 	}
 	return sft.ReadTokenizerConfig(cfgPath)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,8 @@ type runArgs struct {
 	hubc *hub.Client
 	// sft is set once a split took TRL's SFT preparation (sft.go).
 	sft *sftRun
+	// fs is the parsed command line: which flags were given (train_effects.go).
+	fs *flag.FlagSet
 }
 
 // hub returns the run's Hub client: the environment as huggingface_hub reads it (HF_ENDPOINT,
@@ -75,16 +78,13 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	if fs.NArg() > 0 {
 		return nil, cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend, stderr: stderr}
-	if *argsFile != "" {
-		a, md, err := trainer.LoadTrainingArguments(*argsFile)
-		if err != nil {
-			return nil, err
-		}
-		r.train, r.md = *a, *md
+	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend, stderr: stderr, fs: fs}
+	// Flags override the file, including its refused settings (--args X.json --fp16 false).
+	a, md, err := trainer.LoadArgumentsWithFlags(*argsFile, &flagged, &flaggedMD, fs)
+	if err != nil {
+		return nil, err
 	}
-	r.train.MergeFlags(&flagged, fs)
-	r.md.MergeFlags(&flaggedMD, fs)
+	r.train, r.md = *a, *md
 	return r, nil
 }
 
@@ -117,6 +117,9 @@ func (r *runArgs) openModel(ctx context.Context) (*xla.Runtime, models.Model, er
 }
 
 func (r *runArgs) loadModel(ctx context.Context, rt *xla.Runtime) (models.Model, error) {
+	if m, scratch, err := r.scratchModel(ctx, rt); scratch || err != nil { // scratch.go: --config_name / --model_type
+		return m, err
+	}
 	if r.md.ModelNameOrPath == nil || *r.md.ModelNameOrPath == "" {
 		return nil, cli.UsageError("--model_name_or_path: required (a Hugging Face model directory or Hub repo id)")
 	}
@@ -183,9 +186,9 @@ func (r *runArgs) adapt(ctx context.Context, rt *xla.Runtime, base models.Model)
 //   - pre-tokenized rows ({"input_ids": [...], ...}: what HF datasets store after tokenization)
 //     are used as they are: JSON lines indexed in place, other formats (Parquet, Arrow, CSV, a
 //     JSON array) streamed into a disk-backed token store;
-//   - for a causal LM, text (a .txt file, one document per line, or --text_column_name of JSON
-//     lines or a table: default "text", else a table's first column) is tokenized and grouped
-//     into --block_size blocks;
+//   - for a causal LM, text (a .txt file, one document per line, or one column of JSON lines
+//     or a table, by run_clm's rule for every format: --text_column_name, else "text", else the
+//     first column, logged) is tokenized and grouped into --block_size blocks;
 //   - for a classifier, JSON lines with --text_column_name (default "sentence"), an optional
 //     second text column (--text_column_names "a,b") and --label_column_name (default "label")
 //     are tokenized with truncation to --max_seq_length (default 128).
@@ -202,6 +205,9 @@ func (r *runArgs) openDataset(ctx context.Context, src *dataSource, maxSamples *
 	if sftData, err := r.useSFT(src, model); err != nil {
 		return nil, nil, nil, err
 	} else if sftData {
+		if src.span != nil {
+			return nil, nil, nil, cli.UsageError("%s: --validation_split_percentage does not split SFT data; give --validation_file or a --dataset_name validation split", src.what)
+		}
 		if out, err = r.openSFTDataset(ctx, src, model); err != nil {
 			return nil, nil, nil, err
 		}
@@ -252,18 +258,22 @@ func (r *runArgs) openFileDataset(ctx context.Context, src *dataSource, model mo
 			ds.Close()
 			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
 		}
-		return ds, labels, func() { ds.Close() }, nil
+		return src.spanDataset(ds), labels, func() { ds.Close() }, nil
 	}
 	tok, err := r.tokenizer(ctx)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s is text: %w", src.what, err)
 	}
 	if lm, ok := model.(models.CausalLM); ok {
-		docs := data.TextLines(path)
+		docs := r.textLines(path) // keep_linebreaks
 		if ext := strings.ToLower(filepath.Ext(path)); ext == ".jsonl" || ext == ".json" {
-			docs = data.JSONLTextField(path, stringOr(r.md.TextColumnName, "text"))
+			col, err := r.jsonlTextColumn(ctx, src.what, path) // textcolumn.go: run_clm's one rule
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
+			}
+			docs = data.JSONLTextField(path, col)
 		}
-		blocks, err := r.groupTexts(ctx, tok, docs, lm)
+		blocks, err := r.groupTexts(ctx, tok, src.spanDocs(docs), lm) // validation_split_percentage
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
 		}
@@ -281,6 +291,7 @@ func (r *runArgs) openFileDataset(ctx context.Context, src *dataSource, model mo
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", src.what, err)
 	}
+	recs = spanSlice(src, recs)
 	if labels == nil {
 		labels, _ = data.Labels(recs)
 	}
@@ -324,7 +335,7 @@ func (r *runArgs) sources(ctx context.Context, training bool) (train, eval *data
 	if !training && eval == nil {
 		return nil, nil, cli.UsageError("--validation_file or --dataset_name: required")
 	}
-	return train, eval, nil
+	return r.percentSplit(train, eval, training) // datasource.go
 }
 
 // jsonlLimits refuses examples longer than the model takes while the file is indexed, before a
@@ -406,6 +417,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := r.checkTrainArgs(); err != nil { // train_effects.go
+		return err
+	}
 	if err := checkOutputDir(&r.train, slog.Default()); err != nil {
 		return err
 	}
@@ -418,6 +432,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer rt.Close()
+	if err := r.checkModelArgs(model); err != nil {
+		return err
+	}
 	train, labels, closeTrain, err := r.openDataset(ctx, trainSrc, r.md.MaxTrainSamples, model, nil)
 	if err != nil {
 		return err
@@ -432,7 +449,14 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	tr, err := trainer.New(r.train, model, train, eval, trainer.Options{Runtime: rt, Collator: collator})
+	if err := r.requireEvalData(eval); err != nil {
+		return err
+	}
+	tokFiles, noTokenizer, err := r.savedTokenizer(ctx) // saved with the model and checkpoints (processing_class)
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(r.train, model, train, eval, trainer.Options{Runtime: rt, Collator: collator, Tokenizer: tokFiles})
 	if err != nil {
 		return err
 	}
@@ -444,10 +468,18 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tr.SaveModel(a.OutputDir); err != nil {
 		return err
 	}
+	if noTokenizer != nil {
+		slog.Warn("the model is saved without a tokenizer: it had none (give --tokenizer_name to save one with it)",
+			"output_dir", a.OutputDir, "why", noTokenizer)
+	}
 	if err := tr.SaveState(); err != nil {
 		return err
 	}
+	trainSamples(out.Metrics, train)
 	if err := writeResults(filepath.Join(a.OutputDir, "train_results.json"), out.Metrics); err != nil {
+		return err
+	}
+	if err := mergeAllResults(a.OutputDir, out.Metrics); err != nil {
 		return err
 	}
 	if errors.Is(trainErr, context.Canceled) {
@@ -463,14 +495,21 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "trained %d steps, train_loss %.4f; %s and trainer_state.json in %s\n",
 		out.GlobalStep, out.TrainingLoss, saved, a.OutputDir)
+	if trainErr == nil && a.DoEval { // run_clm.py's final evaluation (train_effects.go)
+		_, trainErr = finalEvaluate(ctx, tr, eval, stdout)
+	}
 	return trainErr
 }
 
 // runEval implements `gotpu eval`: evaluate --model_name_or_path on --validation_file and print
-// the metrics as one JSON object (also written to output_dir/eval_results.json).
+// the metrics, with run_clm's eval_samples and perplexity, as one JSON line: the only output on
+// stdout (logs and bars go to stderr). They are also written to output_dir/eval_results.json.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	r, err := parseRunArgs("eval", args, stderr, "--model_name_or_path DIR_OR_REPO (--validation_file FILE | --dataset_name DIR_OR_REPO) [--per_device_eval_batch_size N] [--output_dir DIR]")
 	if err != nil {
+		return err
+	}
+	if err := r.checkEvalArgs(); err != nil { // train_effects.go
 		return err
 	}
 	_, evalSrc, err := r.sources(ctx, false)
@@ -482,6 +521,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer rt.Close()
+	if err := r.checkModelArgs(model); err != nil {
+		return err
+	}
 	eval, _, closeEval, err := r.openDataset(ctx, evalSrc, r.md.MaxEvalSamples, model, nil)
 	if err != nil {
 		return err
@@ -502,10 +544,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := atomicfile.MkdirAll(tr.Args().OutputDir); err != nil {
 		return err
 	}
-	if err := writeResults(filepath.Join(tr.Args().OutputDir, "eval_results.json"), metrics); err != nil {
-		return err
-	}
-	return json.NewEncoder(stdout).Encode(metrics)
+	addEvalResults(metrics, eval.Len()) // run_clm's eval_samples and perplexity (evalresults.go)
+	return writeEvalResults(filepath.Join(tr.Args().OutputDir, "eval_results.json"), stdout, metrics)
 }
 
 // writeResults writes metrics as HF's save_metrics does (indent 4, sorted keys).

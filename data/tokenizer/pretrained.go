@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/gotpu/gotpu/hub"
 )
@@ -23,29 +24,73 @@ type HubOptions struct {
 // is taken from the shared Hugging Face cache, downloading it when missing (never in offline
 // mode, where a missing file is an error naming it).
 func FromPretrained(ctx context.Context, nameOrPath string, opts HubOptions) (*Pipeline, error) {
-	if _, err := os.Stat(nameOrPath); err == nil || !hub.LooksLikeRepoID(nameOrPath) {
+	if isLocalName(nameOrPath) {
 		return FromFile(nameOrPath)
 	}
-	repo, err := hub.ParseRepo(nameOrPath, hub.ModelRepo)
+	repo, c, err := opts.repo(nameOrPath)
 	if err != nil {
-		return nil, &LoadError{File: nameOrPath, Err: err}
-	}
-	if repo.Revision == "" {
-		repo.Revision = opts.Revision
-	}
-	c := opts.Hub
-	if c == nil {
-		cfg, err := hub.ConfigFromEnv(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		if c, err = hub.New(cfg); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	path, err := c.Download(ctx, repo, "tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w (gotpu reads the fast tokenizer's tokenizer.json)", nameOrPath, err)
 	}
 	return FromFile(path)
+}
+
+// hubExtras are the files fetched beside a Hub tokenizer's tokenizer.json when the repo has them
+// (FilesFromPretrained), so that a saved model carries the tokenizer as AutoTokenizer loaded it.
+var hubExtras = []string{"tokenizer_config.json", "special_tokens_map.json", ChatTemplateFile}
+
+// FilesFromPretrained reads the files of nameOrPath's tokenizer (ReadFiles), for saving beside a
+// model as save_pretrained does (trainer.Options.Tokenizer): a local file or directory as
+// FromPretrained finds it, or a Hub repo's tokenizer.json and, where the repo has them,
+// tokenizer_config.json, special_tokens_map.json and chat_template.jinja, through the cache.
+// The optional files' absence is not an error (hub.Client.DownloadOptional).
+func FilesFromPretrained(ctx context.Context, nameOrPath string, opts HubOptions) (*Files, error) {
+	if isLocalName(nameOrPath) {
+		return ReadFiles(nameOrPath)
+	}
+	repo, c, err := opts.repo(nameOrPath)
+	if err != nil {
+		return nil, err
+	}
+	path, err := c.Download(ctx, repo, "tokenizer.json")
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", nameOrPath, err)
+	}
+	for _, f := range hubExtras {
+		if _, err := c.DownloadOptional(ctx, repo, f); err != nil {
+			return nil, fmt.Errorf("tokenizer %s: %s: %w", nameOrPath, f, err)
+		}
+	}
+	return ReadFiles(filepath.Dir(path))
+}
+
+// isLocalName says whether nameOrPath is read from the file system: an existing file or
+// directory wins, even when its name is also a valid repo id, as in transformers.
+func isLocalName(nameOrPath string) bool {
+	_, err := os.Stat(nameOrPath)
+	return err == nil || !hub.LooksLikeRepoID(nameOrPath)
+}
+
+// repo parses a Hub repo id (opts.Revision unless the id has "@rev") and returns the client to
+// fetch it with: opts.Hub, or one configured from the environment.
+func (opts HubOptions) repo(nameOrPath string) (hub.Repo, *hub.Client, error) {
+	repo, err := hub.ParseRepo(nameOrPath, hub.ModelRepo)
+	if err != nil {
+		return hub.Repo{}, nil, &LoadError{File: nameOrPath, Err: err}
+	}
+	if repo.Revision == "" {
+		repo.Revision = opts.Revision
+	}
+	if opts.Hub != nil {
+		return repo, opts.Hub, nil
+	}
+	cfg, err := hub.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return hub.Repo{}, nil, err
+	}
+	c, err := hub.New(cfg)
+	return repo, c, err
 }

@@ -102,7 +102,7 @@ func run(ctx context.Context, o options) (*result, error) {
 		callbacks = append(callbacks, trainer.NewEarlyStopping(o.patience, 0))
 	}
 	tr, err := trainer.New(args, model, trainDS, evalDS, trainer.Options{
-		Runtime: rt, Collator: coll, ComputeMetrics: trainer.Accuracy, Callbacks: callbacks, Logger: o.logger,
+		Collator: coll, ComputeMetrics: trainer.Accuracy, Callbacks: callbacks, Logger: o.logger,
 	})
 	if err != nil {
 		return nil, err
@@ -160,14 +160,12 @@ func trainingArguments(o options) trainer.TrainingArguments {
 	a.LearningRate, a.WarmupRatio, a.WeightDecay = o.lr, 0.1, 0.01
 	a.LoggingSteps = 10
 	every := float64(o.evalEvery)
-	a.EvalStrategy, a.EvalSteps = "steps", &every
-	a.SaveStrategy, a.SaveSteps = "steps", every
-	limit := 2
-	a.SaveTotalLimit = &limit
+	a.EvalStrategy, a.SaveStrategy, a.SaveSteps = trainer.IntervalSteps, trainer.SaveSteps, every
+	a.SetEvalSteps(every)
+	a.SetSaveTotalLimit(2)
 	a.LoadBestModelAtEnd, a.MetricForBestModel = true, "accuracy"
 	if o.quiet {
-		off := true
-		a.DisableTqdm = &off
+		a.SetDisableTqdm(true)
 	}
 	return a
 }

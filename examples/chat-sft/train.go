@@ -127,7 +127,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	start := time.Now()
 	tr, err := trainer.New(arguments(o), m, data.SliceDataset(train), data.SliceDataset(heldOut),
-		trainer.Options{Runtime: rt, Logger: o.logger, Collator: data.CausalLMCollator{BlockSize: o.maxLength}})
+		trainer.Options{Logger: o.logger, Collator: data.CausalLMCollator{BlockSize: o.maxLength}})
 	if err != nil {
 		return nil, err
 	}
@@ -263,14 +263,13 @@ func arguments(o options) trainer.TrainingArguments {
 	a.OutputDir, a.Seed = o.outputDir, int(o.seed)
 	a.PerDeviceTrainBatchSize, a.PerDeviceEvalBatchSize = o.batch, o.batch
 	a.MaxSteps, a.LearningRate, a.WeightDecay = o.maxSteps, o.lr, 0.1
-	a.LRSchedulerType, a.WarmupRatio = "cosine", 0.1
+	a.LRSchedulerType, a.WarmupRatio = trainer.SchedulerCosine, 0.1
 	a.LoggingSteps = 10
-	every := float64(o.evalEvery)
-	a.EvalStrategy, a.EvalSteps = "steps", &every
-	a.SaveStrategy = "no"
+	a.EvalStrategy = trainer.IntervalSteps
+	a.SetEvalSteps(float64(o.evalEvery))
+	a.SaveStrategy = trainer.SaveNo
 	if o.quiet {
-		off := true
-		a.DisableTqdm = &off
+		a.SetDisableTqdm(true)
 	}
 	return a
 }

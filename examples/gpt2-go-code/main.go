@@ -131,20 +131,19 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	args.PerDeviceTrainBatchSize, args.PerDeviceEvalBatchSize = o.batch, o.batch
 	args.LearningRate = o.lr
 	args.WeightDecay = 0.1
-	args.LRSchedulerType = "cosine"
+	args.LRSchedulerType = trainer.SchedulerCosine
 	args.WarmupRatio = 0.05
 	args.LoggingSteps = 10
-	args.EvalStrategy = "steps"
-	evalSteps := float64(o.evalEvery)
-	args.EvalSteps = &evalSteps
-	args.SaveStrategy = "steps"
+	args.EvalStrategy = trainer.IntervalSteps
+	args.SetEvalSteps(float64(o.evalEvery))
+	args.SaveStrategy = trainer.SaveSteps
 	args.SaveSteps = float64(o.maxSteps)
 	if o.saveSteps > 0 {
 		args.SaveSteps = float64(o.saveSteps)
 	}
 	args.ResumeFromCheckpoint = o.resume
 	args.Seed = int(o.seed)
-	tr, err := trainer.New(args, model, data.SliceDataset(train), data.SliceDataset(eval), trainer.Options{Runtime: rt, Lockstep: o.lockstep})
+	tr, err := trainer.New(args, model, data.SliceDataset(train), data.SliceDataset(eval), trainer.Options{Lockstep: o.lockstep})
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	defer cancel()
 	obs := &observer{res: res, interruptAt: o.interruptAt, cancel: cancel}
 	tr, err := trainer.New(trainingArguments(o), model, data.SliceDataset(train), data.SliceDataset(eval),
-		trainer.Options{Runtime: rt, Callbacks: []trainer.Callback{obs}, Logger: o.logger})
+		trainer.Options{Callbacks: []trainer.Callback{obs}, Logger: o.logger})
 	if err != nil {
 		return nil, err
 	}
@@ -204,15 +204,14 @@ func trainingArguments(o options) trainer.TrainingArguments {
 	a.GradientAccumulationSteps = o.gradAccum
 	a.BF16 = o.bf16
 	a.LearningRate, a.WeightDecay = o.lr, 0.1
-	a.LRSchedulerType, a.WarmupRatio = "cosine", o.warmupRatio
+	a.LRSchedulerType, a.WarmupRatio = trainer.SchedulerCosine, o.warmupRatio
 	a.LoggingSteps = 5
-	every := float64(o.evalEvery)
-	a.EvalStrategy, a.EvalSteps = "steps", &every
-	a.SaveStrategy, a.SaveSteps = "steps", float64(o.saveEvery)
+	a.EvalStrategy = trainer.IntervalSteps
+	a.SetEvalSteps(float64(o.evalEvery))
+	a.SaveStrategy, a.SaveSteps = trainer.SaveSteps, float64(o.saveEvery)
 	a.ResumeFromCheckpoint = o.resume
 	if o.quiet {
-		off := true
-		a.DisableTqdm = &off
+		a.SetDisableTqdm(true)
 	}
 	return a
 }

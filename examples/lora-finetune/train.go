@@ -126,7 +126,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	lcfg.BaseModelNameOrPath = res.baseDir
 	start := time.Now()
 	tr, err := trainer.New(loraArguments(o, res.adapterDir), base, data.SliceDataset(train), data.SliceDataset(eval),
-		trainer.Options{Runtime: rt, Logger: o.logger, PeftConfig: &lcfg})
+		trainer.Options{Logger: o.logger, PeftConfig: &lcfg})
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	if _, ok := peft.Of(plain); ok {
 		return nil, fmt.Errorf("%s loaded with an adapter", res.mergedDir)
 	}
-	if res.merged, err = evalOnly(ctx, rt, o, plain, eval); err != nil {
+	if res.merged, err = evalOnly(ctx, o, plain, eval); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -234,8 +234,8 @@ func pretrain(ctx context.Context, rt *xla.Runtime, o options, vm *gocorpus.Voca
 		}
 		a := commonArguments(o, filepath.Join(o.outputDir, "base-run"))
 		a.MaxSteps, a.LearningRate, a.WeightDecay = o.baseSteps, o.baseLR, 0.1
-		a.SaveStrategy = "no"
-		tr, err := trainer.New(a, m, data.SliceDataset(train), nil, trainer.Options{Runtime: rt, Logger: o.logger})
+		a.SaveStrategy = trainer.SaveNo
+		tr, err := trainer.New(a, m, data.SliceDataset(train), nil, trainer.Options{Logger: o.logger})
 		if err != nil {
 			return err
 		}
@@ -275,18 +275,18 @@ func evalReloadedAdapter(ctx context.Context, rt *xla.Runtime, o options, res *r
 	if err != nil {
 		return 0, err
 	}
-	return evalOnly(ctx, rt, o, m, eval)
+	return evalOnly(ctx, o, m, eval)
 }
 
 // evalOnly is the held-out loss of m through a trainer's Evaluate, with the LoRA run's batch size
 // (the same batches). Its output_dir (the log history) is temporary.
-func evalOnly(ctx context.Context, rt *xla.Runtime, o options, m models.Model, eval []data.Example) (float64, error) {
+func evalOnly(ctx context.Context, o options, m models.Model, eval []data.Example) (float64, error) {
 	dir, err := os.MkdirTemp("", "lora-finetune-eval-")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	tr, err := trainer.New(commonArguments(o, dir), m, nil, data.SliceDataset(eval), trainer.Options{Runtime: rt, Logger: o.logger})
+	tr, err := trainer.New(commonArguments(o, dir), m, nil, data.SliceDataset(eval), trainer.Options{Logger: o.logger})
 	if err != nil {
 		return 0, err
 	}
@@ -329,11 +329,10 @@ func commonArguments(o options, dir string) trainer.TrainingArguments {
 	a.OutputDir, a.Seed = dir, int(o.seed)
 	a.PerDeviceTrainBatchSize, a.PerDeviceEvalBatchSize = o.batch, o.batch
 	a.GradientAccumulationSteps = o.gradAccum
-	a.LRSchedulerType, a.WarmupRatio = "cosine", 0.1
+	a.LRSchedulerType, a.WarmupRatio = trainer.SchedulerCosine, 0.1
 	a.LoggingSteps = 10
 	if o.quiet {
-		off := true
-		a.DisableTqdm = &off
+		a.SetDisableTqdm(true)
 	}
 	return a
 }
@@ -343,9 +342,9 @@ func commonArguments(o options, dir string) trainer.TrainingArguments {
 func loraArguments(o options, dir string) trainer.TrainingArguments {
 	a := commonArguments(o, dir)
 	a.MaxSteps, a.LearningRate, a.WeightDecay = o.maxSteps, o.lr, 0
-	every := float64(o.evalEvery)
-	a.EvalStrategy, a.EvalSteps = "steps", &every
-	a.SaveStrategy, a.SaveSteps = "steps", float64(o.saveEvery)
+	a.EvalStrategy = trainer.IntervalSteps
+	a.SetEvalSteps(float64(o.evalEvery))
+	a.SaveStrategy, a.SaveSteps = trainer.SaveSteps, float64(o.saveEvery)
 	return a
 }
 

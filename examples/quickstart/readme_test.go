@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestREADMEShowsThisProgram: the README's library example is this file's main, verbatim, so the
-// snippet users copy is one that compiles (go vet builds it) and runs.
+// TestREADMEShowsThisProgram: the README's library example is main.go from its embedded text
+// (//go:embed) to the end of main, verbatim, so the snippet users copy is one that compiles (go
+// vet builds it) and runs (TestQuickstartRunsInAUsersModule runs it in a module of its own).
 func TestREADMEShowsThisProgram(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -18,10 +19,10 @@ func TestREADMEShowsThisProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(src)
-	i := strings.Index(s, "func main() {")
-	j := strings.Index(s[i:], "\n}\n")
-	if i < 0 || j < 0 {
-		t.Fatal("main.go: no func main")
+	i := strings.Index(s, "//go:embed")
+	j := strings.Index(s[max(i, 0):], "\n}\n")
+	if i < 0 || j < 0 || !strings.Contains(s[i:i+j], "func main() {") {
+		t.Fatal("main.go: no //go:embed followed by func main")
 	}
 	body := s[i : i+j+3]
 	r := string(readme)
@@ -36,6 +37,6 @@ func TestREADMEShowsThisProgram(t *testing.T) {
 		t.Fatal("README.md: no Go code block under ## Library")
 	}
 	if block := r[a+6 : a+6+b]; block != body {
-		t.Errorf("README.md's library example differs from examples/quickstart/main.go's main:\n--- README\n%s\n--- main.go\n%s", block, body)
+		t.Errorf("README.md's library example differs from examples/quickstart/main.go (//go:embed to the end of main):\n--- README\n%s\n--- main.go\n%s", block, body)
 	}
 }

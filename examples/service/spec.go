@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/gotpu/gotpu/checkpoint"
@@ -17,11 +16,7 @@ import (
 	"github.com/gotpu/gotpu/hub"
 	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/models"
-	"github.com/gotpu/gotpu/models/gemma3"
-	"github.com/gotpu/gotpu/models/gpt2"
-	"github.com/gotpu/gotpu/models/llama"
 	"github.com/gotpu/gotpu/models/peft"
-	"github.com/gotpu/gotpu/models/qwen3"
 	"github.com/gotpu/gotpu/trainer"
 	"github.com/gotpu/gotpu/xla"
 )
@@ -626,104 +621,29 @@ type fieldErr struct{ field, msg string }
 
 func (e *fieldErr) Error() string { return e.field + ": " + e.msg }
 
-// scratchConfig is run_clm.py's CONFIG_MAPPING[model_type]() with config_overrides applied by
-// PretrainedConfig.update_from_string's rules: each key must exist in the class defaults, and the
-// value is converted to the type of the default (bool, int, float or string). The result is
-// written to jobDir/init_config.json, the record of what the job was initialised from.
+// scratchConfig is run_clm.py's CONFIG_MAPPING[model_type]() with config_overrides applied
+// (models.ScratchConfig: update_from_string's rules). The result is written to
+// jobDir/init_config.json, the record of what the job was initialised from.
 func scratchConfig(modelType, overrides, jobDir string) (models.Config, error) {
-	var def models.Config
-	switch modelType {
-	case gpt2.ModelType:
-		def = gpt2.DefaultConfig()
-	case llama.TypeLlama, llama.TypeMistral, llama.TypeQwen2:
-		def = llama.DefaultConfig(modelType)
-	case qwen3.ModelType:
-		def = qwen3.DefaultConfig()
-	case gemma3.TypeText:
-		def = gemma3.DefaultConfig()
-	default:
-		return nil, &fieldErr{"model_type", fmt.Sprintf("%q: the service builds gpt2, llama, mistral, qwen2, qwen3 or gemma3_text from scratch", modelType)}
+	cfg, err := models.ScratchConfig(modelType, overrides)
+	if err != nil {
+		var se *models.ScratchError
+		switch {
+		case errors.As(err, &se) && se.Field == "model_type":
+			return nil, &fieldErr{"model_type", fmt.Sprintf("%q: the service builds gpt2, llama, mistral, qwen2, qwen3 or gemma3_text from scratch", modelType)}
+		case errors.As(err, &se):
+			return nil, &fieldErr{se.Field, se.Msg}
+		}
+		return nil, err
 	}
-	raw, err := def.JSON()
+	out, err := cfg.JSON()
 	if err != nil {
 		return nil, err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, err
-	}
-	if overrides != "" {
-		overridden := map[string]bool{}
-		// layer_types is derived from num_hidden_layers (and the sliding-window settings) by
-		// Qwen3's and Gemma 3's configs; the default config spells it out for the default depth.
-		// Overriding the depth without it re-derives it, as constructing the config with that
-		// depth would — HF's update_from_string would keep the stale list, which its models then
-		// index past the end of or only partly use.
-		for _, kv := range strings.Split(overrides, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			k = strings.TrimSpace(k)
-			if !ok || k == "" {
-				return nil, &fieldErr{"config_overrides", fmt.Sprintf("%q is not key=value", kv)}
-			}
-			old, ok := obj[k]
-			if !ok {
-				return nil, &fieldErr{"config_overrides", fmt.Sprintf("key %s isn't in the original config dict of %s", k, modelType)}
-			}
-			nv, err := convertOverride(old, v)
-			if err != nil {
-				return nil, &fieldErr{"config_overrides", fmt.Sprintf("%s=%s: %v", k, v, err)}
-			}
-			obj[k] = nv
-			overridden[k] = true
-		}
-		if overridden["num_hidden_layers"] && !overridden["layer_types"] {
-			delete(obj, "layer_types")
-		}
-	}
-	out, err := json.MarshalIndent(obj, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(jobDir, "init_config.json")
-	if err := atomicfile.WriteFileBytes(path, append(out, '\n')); err != nil {
+	if err := atomicfile.WriteFileBytes(filepath.Join(jobDir, "init_config.json"), out); err != nil {
 		return nil, fmt.Errorf("writing init_config.json: %w", bareError(err))
 	}
-	cfg, err := models.ParseConfig(path)
-	if err != nil {
-		return nil, &fieldErr{"config_overrides", relabel(err, path, "the config of model_type with config_overrides")}
-	}
 	return cfg, nil
-}
-
-// convertOverride converts v to the JSON type of old, as update_from_string does.
-func convertOverride(old json.RawMessage, v string) (json.RawMessage, error) {
-	o := strings.TrimSpace(string(old))
-	switch {
-	case o == "true" || o == "false":
-		switch strings.ToLower(v) {
-		case "true", "1", "y", "yes":
-			return json.RawMessage("true"), nil
-		case "false", "0", "n", "no":
-			return json.RawMessage("false"), nil
-		}
-		return nil, fmt.Errorf("can't derive true or false from %q", v)
-	case strings.HasPrefix(o, `"`):
-		return json.Marshal(v)
-	case o == "null" || strings.HasPrefix(o, "[") || strings.HasPrefix(o, "{"):
-		return nil, fmt.Errorf("only int, float, bool or string values of the config can be updated")
-	case strings.ContainsAny(o, ".eE"):
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return nil, fmt.Errorf("not a float")
-		}
-		return json.Marshal(f)
-	default:
-		i, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("not an int")
-		}
-		return json.Marshal(i)
-	}
 }
 
 func str(p *string) string {

@@ -124,7 +124,7 @@ func openData(ctx context.Context, s *jobSpec, path string, maxSamples int) (dat
 		if ext := strings.ToLower(filepath.Ext(path)); ext == ".jsonl" || ext == ".json" {
 			docs = data.JSONLTextField(path, s.TextColumn)
 		}
-		blocks, err := data.GroupTexts(ctx, s.Tokenizer, docs, s.BlockSize, true)
+		blocks, err := data.GroupTexts(ctx, s.Tokenizer, docs, s.BlockSize, data.GroupOptions{})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,15 +7,17 @@
 package lossplot
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Series is one curve: y values at global steps.
@@ -99,9 +101,33 @@ func WritePNG(path, title string, train, eval Series) error {
 		p.Add(line, pts)
 		p.Legend.Add(s.Name, line)
 	}
+	// Ticks every 1-2-5 step with at least minLabels labels on each axis, and the frame on
+	// labelled values.
+	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{minLabels}, niceTicks{minLabels}
+	p.X.Min, p.X.Max = niceRange(p.X.Min, p.X.Max, minLabels)
+	p.Y.Min, p.Y.Max = niceRange(p.Y.Min, p.Y.Max, minLabels)
+	// The legend inside the frame, under the title (gonum draws it over the title's band,
+	// against the image's edge), where falling loss curves leave room.
 	p.Legend.Top = true
-	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
-		return errors.Join(fmt.Errorf("lossplot: writing %s", path), err)
+	p.Legend.XOffs = -vg.Points(10)
+	p.Legend.YOffs = -(p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding + vg.Points(8))
+	// A right margin: the last x label is centred on the frame's edge and would be cut.
+	const w, h = 8 * vg.Inch, 5 * vg.Inch
+	c, err := draw.NewFormattedCanvas(w, h, "png")
+	if err != nil {
+		return fmt.Errorf("lossplot: %s: %w", path, err)
+	}
+	dc := draw.New(c)
+	p.Draw(draw.Crop(dc, 0, -vg.Points(18), 0, -vg.Points(4)))
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return fmt.Errorf("lossplot: %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o666); err != nil {
+		return fmt.Errorf("lossplot: writing %s: %w", path, err)
 	}
 	return nil
 }
+
+// minLabels is the fewest labelled ticks on an axis.
+const minLabels = 4

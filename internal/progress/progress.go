@@ -50,6 +50,7 @@ type Bar struct {
 	postfix  string
 	lastDraw time.Time
 	drawn    bool // a bar line is on the terminal now
+	hidden   bool // SetHidden: not drawn for now, counts still advance
 	closed   bool
 	err      error // first terminal write error, returned by Close
 }
@@ -132,7 +133,7 @@ func (b *Bar) PrintAbove(out io.Writer, line string) error {
 	}
 	b.erase()
 	_, err := io.WriteString(out, line+"\n")
-	if !b.closed && b.opt.Terminal {
+	if !b.closed && !b.hidden && b.opt.Terminal {
 		b.draw(true)
 	}
 	return err
@@ -160,7 +161,7 @@ func (b *Bar) erase() {
 
 // draw redraws the bar if drawing is enabled and the rate limit allows (or force is set).
 func (b *Bar) draw(force bool) {
-	if !b.opt.Terminal || b.closed {
+	if !b.opt.Terminal || b.closed || b.hidden {
 		return
 	}
 	now := b.opt.Now()

@@ -39,7 +39,7 @@ type NewOptions = core.NewOptions
 // New builds a randomly initialised model (HF's _init_weights distributions) for cfg.
 func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
 	defer xla.Recover(&err, "bert.New")
-	base, err := core.NewRandomBase(ctx, rt.Backend(), "bert", cfg, Table(cfg), opts)
+	base, err := core.NewRandomBase(ctx, rt, "bert", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 	if _, err := os.Stat(dir); err != nil {
 		return nil, err
 	}
-	base, err := core.LoadDir(ctx, rt.Backend(), dir, cfg, mapping(cfg), opts)
+	base, err := core.LoadDir(ctx, rt, dir, cfg, mapping(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 		if err != nil {
 			panic(err)
 		}
-		loss = core.ClassificationLoss(problem, logits, b.Labels)
+		loss = core.ClassificationBatchLoss(problem, logits, b)
 	}
 	return loss, logits
 }
@@ -153,7 +153,9 @@ func (m *Model) hidden(c *mlctx.Context, b core.Batch) *Node {
 		types = Zeros(g, shapes.Make(dtypes.Int32, B, T))
 	}
 	pos := Iota(g, shapes.Make(dtypes.Int32, 1, T), 1)
-	x := Add(core.Embed(w("embeddings.word_embeddings.weight"), ids), core.Embed(w("embeddings.token_type_embeddings.weight"), types))
+	// NEFTune's hook is on get_input_embeddings() (word_embeddings), before token types and positions.
+	words := core.NEFTune(c, core.Embed(w("embeddings.word_embeddings.weight"), ids), b.NEFTuneAlpha, b.Training)
+	x := Add(words, core.Embed(w("embeddings.token_type_embeddings.weight"), types))
 	x = Add(x, core.Embed(w("embeddings.position_embeddings.weight"), pos))
 	x = core.LayerNorm(x, w("embeddings.LayerNorm.weight"), w("embeddings.LayerNorm.bias"), cfg.LayerNormEps)
 	x = core.Dropout(c, x, cfg.HiddenDropoutProb, b.Training)

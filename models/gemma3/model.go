@@ -34,7 +34,7 @@ type NewOptions = core.NewOptions
 // initializer_range) matrices, the padding_idx embedding row zeroed, RMSNorm weights 0) for cfg.
 func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
 	defer xla.Recover(&err, "gemma3.New")
-	base, err := core.NewRandomBase(ctx, rt.Backend(), "gemma3", cfg, Table(cfg), opts)
+	base, err := core.NewRandomBase(ctx, rt, "gemma3", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 	if _, err := os.Stat(dir); err != nil {
 		return nil, err
 	}
-	base, err := core.LoadDir(ctx, rt.Backend(), dir, cfg, mapping(cfg, arch), opts)
+	base, err := core.LoadDir(ctx, rt, dir, cfg, mapping(cfg, arch), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -88,14 +88,15 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 
 // Forward builds the causal LM forward pass: logits [B, T, vocab] (soft-capped when
 // final_logit_softcapping is set) and, with labels, HF's ForCausalLMLoss (shifted, -100 ignored,
-// mean).
+// mean; label-smoothed with b.LabelSmoothing). Training with b.NEFTuneAlpha adds NEFTune's noise to
+// the scaled token embeddings.
 func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("gemma3.Forward: Batch.InputIDs is nil"))
 	}
-	logits = m.head(c, m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil))
+	logits = m.head(c, m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, b.NEFTuneAlpha, nil, nil))
 	if b.Labels != nil {
-		loss = core.CausalLMLoss(logits, b.Labels)
+		loss = core.CausalLMBatchLoss(logits, b)
 	}
 	return loss, logits
 }
@@ -124,7 +125,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 
 // ForwardCached runs ids [B, T] at positions offset.. against cache (updated) and returns logits.
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	return m.head(c, m.body(c, ids, nil, nil, false, offset, cache))
+	return m.head(c, m.body(c, ids, nil, nil, false, 0, offset, cache))
 }
 
 // head is lm_head (the embedding when tied, never scaled by sqrt(hidden_size)), then
@@ -206,7 +207,7 @@ func rmsNorm(x, w *Node, eps float64) *Node {
 // per-layer-type RoPE and window), final norm. positionIDs (a packed batch) rotate each token at
 // its own example's position with both the local and the global base, and make attention
 // block-diagonal; sliding windows still apply within an example.
-func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, neftune float64, offset *Node, cache *core.KVCache) *Node {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, name) }
@@ -221,7 +222,8 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 		panic(fmt.Errorf("gemma3: input_ids must be [batch, seq], got %v", ids.Shape()))
 	}
 	B, T := dims[0], dims[1]
-	x := m.embed(c, ids)
+	// NEFTune sees Gemma3TextScaledWordEmbedding's output: the embedding already scaled.
+	x := core.NEFTune(c, m.embed(c, ids), neftune, training)
 	pos := core.Positions(ids, offset, positionIDs)
 	S := T
 	if cache != nil {

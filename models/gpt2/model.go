@@ -29,7 +29,7 @@ type NewOptions = core.NewOptions
 // New builds a randomly initialised GPT2LMHeadModel (HF's _init_weights distributions) for cfg.
 func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
 	defer xla.Recover(&err, "gpt2.New")
-	base, err := core.NewRandomBase(ctx, rt.Backend(), "gpt2", cfg, Table(cfg), opts)
+	base, err := core.NewRandomBase(ctx, rt, "gpt2", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 	if _, err := os.Stat(dir); err != nil {
 		return nil, err
 	}
-	base, err := core.LoadDir(ctx, rt.Backend(), dir, cfg, mapping(cfg), opts)
+	base, err := core.LoadDir(ctx, rt, dir, cfg, mapping(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -63,16 +63,17 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 }
 
 // Forward builds GPT2LMHeadModel's forward pass: logits [B, T, vocab] and, when b.Labels is set,
-// HF's loss (labels shifted inside, -100 ignored, mean over the rest). Building panics on bad input
-// shapes; callers recover at their API edge (xla.Recover).
+// HF's loss (labels shifted inside, -100 ignored, mean over the rest; label-smoothed when
+// b.LabelSmoothing is set, NEFTune noise on wte's output when b.NEFTuneAlpha is and training).
+// Building panics on bad input shapes; callers recover at their API edge (xla.Recover).
 func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("gpt2.Forward: Batch.InputIDs is nil"))
 	}
-	h, _ := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil)
+	h, _ := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, b.NEFTuneAlpha, nil, nil)
 	logits = m.head(c, h)
 	if b.Labels != nil {
-		loss = core.CausalLMLoss(logits, b.Labels)
+		loss = core.CausalLMBatchLoss(logits, b)
 	}
 	return loss, logits
 }
@@ -100,7 +101,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 // ForwardCached runs ids [B, T] at positions offset..offset+T-1 against cache (updated in place and
 // returned) and returns their logits [B, T, vocab]. Evaluation mode (no dropout).
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	h, _ := m.body(c, ids, nil, nil, false, offset, cache)
+	h, _ := m.body(c, ids, nil, nil, false, 0, offset, cache)
 	return m.head(c, h)
 }
 
@@ -116,7 +117,7 @@ func (m *Model) head(c *mlctx.Context, h *Node) *Node {
 // offset and attention spans the whole cache (the causal mask hides unwritten entries).
 // positionIDs (a packed batch) read wpe at each token's own example position (they are below T,
 // data.CheckPositionIDs) and make attention block-diagonal.
-func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) (*Node, *core.KVCache) {
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, neftune float64, offset *Node, cache *core.KVCache) (*Node, *core.KVCache) {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, prefix+name) }
@@ -129,7 +130,9 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 		panic(fmt.Errorf("gpt2: sequence length %d exceeds n_positions %d", T, cfg.NPositions))
 	}
 	pos := core.Positions(ids, offset, positionIDs)
-	x := Add(core.Embed(w("wte.weight"), ids), core.Embed(w("wpe.weight"), pos))
+	// NEFTune's hook is on get_input_embeddings() (wte), before the position embedding is added.
+	tok := core.NEFTune(c, core.Embed(w("wte.weight"), ids), neftune, training)
+	x := Add(tok, core.Embed(w("wpe.weight"), pos))
 	x = core.Dropout(c, x, cfg.EmbdPdrop, training)
 
 	S := T

@@ -29,7 +29,7 @@ type NewOptions = core.NewOptions
 // New builds a randomly initialised model (HF's _init_weights distributions) for cfg.
 func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m *Model, err error) {
 	defer xla.Recover(&err, "llama.New")
-	base, err := core.NewRandomBase(ctx, rt.Backend(), "llama", cfg, Table(cfg), opts)
+	base, err := core.NewRandomBase(ctx, rt, "llama", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 	if _, err := os.Stat(dir); err != nil {
 		return nil, err
 	}
-	base, err := core.LoadDir(ctx, rt.Backend(), dir, cfg, mapping(cfg), opts)
+	base, err := core.LoadDir(ctx, rt, dir, cfg, mapping(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -63,15 +63,16 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 }
 
 // Forward builds the causal LM forward pass: logits [B, T, vocab] and, with labels, HF's
-// ForCausalLMLoss (shifted, -100 ignored, mean).
+// ForCausalLMLoss (shifted, -100 ignored, mean; label-smoothed with b.LabelSmoothing). Training
+// with b.NEFTuneAlpha adds NEFTune's noise to the token embeddings.
 func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("llama.Forward: Batch.InputIDs is nil"))
 	}
-	h := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil)
+	h := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, b.NEFTuneAlpha, nil, nil)
 	logits = m.head(c, h)
 	if b.Labels != nil {
-		loss = core.CausalLMLoss(logits, b.Labels)
+		loss = core.CausalLMBatchLoss(logits, b)
 	}
 	return loss, logits
 }
@@ -98,7 +99,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 
 // ForwardCached runs ids [B, T] at positions offset.. against cache (updated) and returns logits.
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	return m.head(c, m.body(c, ids, nil, nil, false, offset, cache))
+	return m.head(c, m.body(c, ids, nil, nil, false, 0, offset, cache))
 }
 
 func (m *Model) head(c *mlctx.Context, h *Node) *Node {
@@ -111,7 +112,7 @@ func (m *Model) head(c *mlctx.Context, h *Node) *Node {
 
 // body is LlamaModel: embeddings, decoder layers, final RMSNorm. positionIDs (a packed batch)
 // rotate each token at its own example's position and make attention block-diagonal.
-func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, neftune float64, offset *Node, cache *core.KVCache) *Node {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, name) }
@@ -126,7 +127,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 		panic(fmt.Errorf("llama: input_ids must be [batch, seq], got %v", ids.Shape()))
 	}
 	B, T := dims[0], dims[1]
-	x := core.Embed(w("model.embed_tokens.weight"), ids)
+	x := core.NEFTune(c, core.Embed(w("model.embed_tokens.weight"), ids), neftune, training)
 	cos, sin := rotary(g, cfg, core.Positions(ids, offset, positionIDs), x.DType())
 	S := T
 	if cache != nil {

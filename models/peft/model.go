@@ -65,7 +65,7 @@ func Of(m models.Model) (*Model, bool) {
 
 // New attaches a new adapter to base, initialised as cfg.InitLoraWeights says (PEFT's
 // distributions, drawn from opts.Seed). base's linear layers matching cfg's targets get a branch;
-// everything of base is frozen.
+// everything of base is frozen. rt may be nil: the adapter goes on base's runtime.
 func New(ctx context.Context, rt *xla.Runtime, base models.Model, cfg LoraConfig, opts Options) (models.Model, error) {
 	m, err := prepare(rt, base, cfg, opts)
 	if err != nil {
@@ -107,7 +107,12 @@ func New(ctx context.Context, rt *xla.Runtime, base models.Model, cfg LoraConfig
 }
 
 // prepare checks cfg against base and resolves its targets; the variables are not created yet.
+// rt may be nil: the adapter goes on base's runtime (models.RuntimeOf).
 func prepare(rt *xla.Runtime, base models.Model, cfg LoraConfig, opts Options) (*Model, error) {
+	rt, err := models.ResolveRuntime(rt, base, "peft: the runtime argument")
+	if err != nil {
+		return nil, err
+	}
 	if _, ok := Of(base); ok {
 		return nil, fmt.Errorf("peft: the model already has an adapter (one adapter per model)")
 	}
@@ -190,6 +195,9 @@ func (m *Model) wrap() models.Model {
 
 // LoraConfig is the adapter's config (fan_in_fan_out as forced by the layer kind).
 func (m *Model) LoraConfig() LoraConfig { return m.cfg }
+
+// Runtime is the runtime the adapter's and base's weights live on (models.RuntimeOf).
+func (m *Model) Runtime() *xla.Runtime { return m.rt }
 
 // Base is the model the adapter is attached to.
 func (m *Model) Base() models.Model { return m.base }

@@ -35,7 +35,7 @@ func New(ctx context.Context, rt *xla.Runtime, cfg *Config, opts NewOptions) (m 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	base, err := core.NewRandomBase(ctx, rt.Backend(), "qwen3", cfg, Table(cfg), opts)
+	base, err := core.NewRandomBase(ctx, rt, "qwen3", cfg, Table(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 	if _, err := os.Stat(dir); err != nil {
 		return nil, err
 	}
-	base, err := core.LoadDir(ctx, rt.Backend(), dir, cfg, mapping(cfg), opts)
+	base, err := core.LoadDir(ctx, rt, dir, cfg, mapping(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,15 +69,16 @@ func LoadRaw(ctx context.Context, rt *xla.Runtime, dir string, raw *core.RawConf
 }
 
 // Forward builds the causal LM forward pass: logits [B, T, vocab] and, with labels, HF's
-// ForCausalLMLoss (shifted, -100 ignored, mean).
+// ForCausalLMLoss (shifted, -100 ignored, mean; label-smoothed with b.LabelSmoothing). Training
+// with b.NEFTuneAlpha adds NEFTune's noise to the token embeddings.
 func (m *Model) Forward(c *mlctx.Context, b core.Batch) (loss, logits *Node) {
 	if b.InputIDs == nil {
 		panic(fmt.Errorf("qwen3.Forward: Batch.InputIDs is nil"))
 	}
-	h := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, nil, nil)
+	h := m.body(c, b.InputIDs, b.AttentionMask, b.PositionIDs, b.Training, b.NEFTuneAlpha, nil, nil)
 	logits = m.head(c, h)
 	if b.Labels != nil {
-		loss = core.CausalLMLoss(logits, b.Labels)
+		loss = core.CausalLMBatchLoss(logits, b)
 	}
 	return loss, logits
 }
@@ -106,7 +107,7 @@ func (m *Model) EOSTokenIDs() []int { return m.Cfg.EOSTokenID }
 // Sliding-window layers mask keys further back than their window, so generation past the window
 // attends exactly as a full recomputation does.
 func (m *Model) ForwardCached(c *mlctx.Context, ids, offset *Node, cache *core.KVCache) *Node {
-	return m.head(c, m.body(c, ids, nil, nil, false, offset, cache))
+	return m.head(c, m.body(c, ids, nil, nil, false, 0, offset, cache))
 }
 
 func (m *Model) head(c *mlctx.Context, h *Node) *Node {
@@ -134,7 +135,7 @@ func (m *Model) embed(table, ids *Node) *Node {
 // body is Qwen3Model: embeddings, decoder layers (q_norm/k_norm before RoPE), final RMSNorm.
 // positionIDs (a packed batch) rotate each token at its own example's position and make attention
 // block-diagonal; sliding windows still apply within an example.
-func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, offset *Node, cache *core.KVCache) *Node {
+func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bool, neftune float64, offset *Node, cache *core.KVCache) *Node {
 	cfg := m.Cfg
 	g := ids.Graph()
 	w := func(name string) *Node { return core.Weight(c, g, name) }
@@ -149,7 +150,7 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 		panic(fmt.Errorf("qwen3: input_ids must be [batch, seq], got %v", ids.Shape()))
 	}
 	B, T := dims[0], dims[1]
-	x := m.embed(w("model.embed_tokens.weight"), ids)
+	x := core.NEFTune(c, m.embed(w("model.embed_tokens.weight"), ids), neftune, training)
 	cos, sin := rotary(g, cfg, core.Positions(ids, offset, positionIDs), x.DType())
 	S := T
 	if cache != nil {

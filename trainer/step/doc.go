@@ -26,7 +26,10 @@
 // dispatch, read) for tests and benchmarks. Gradients are of the summed (not averaged) per-token loss, so N
 // replicas × batch b, 1 replica × batch N·b and accumulation all compute the same update: the loss
 // of a step is the mean over all its non-ignored tokens (Hugging Face's num_items_in_batch /
-// average_tokens_across_devices).
+// average_tokens_across_devices). Config.LabelSmoothing keeps that rule for HF's label-smoothed loss
+// (the sum of per-token smoothed terms over the step's token count, transformers' LabelSmoother with
+// num_items_in_batch); Config.NEFTuneAlpha adds NEFTune's noise to the token embeddings in the
+// training programs only, from the same RNG as dropout (lossopts.go, models.Batch).
 //
 // Non-finite gradients skip the update inside the graph: parameters, moments and the step count
 // are kept (the trainer logs it and aborts after a limit). The optimizer state lives in the

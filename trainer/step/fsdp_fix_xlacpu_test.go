@@ -170,7 +170,19 @@ func TestAdafactorShardedOnXLACPU(t *testing.T) {
 			for _, lr := range lrs {
 				sumLR += lr
 			}
-			check := func(t *testing.T, name string, losses []float64, params, opt map[string][]float64) {
+			// tol bounds the relative parameter and state differences. One step from the same
+			// state is held to 1e-4 everywhere. Over three steps GPT-2's runs start from different
+			// key biases after step 1 (the lr-sized noise steps described below): those cancel in
+			// the softmax only up to rounding, and Adafactor's normalized update turns the
+			// rounding differences of small, cancelling gradients into larger ones (measured on an
+			// AVX-512 host, where XLA's JIT vectorizes differently: transformer.h.0.ln_2.bias[14]
+			// -0.00181659 vs -0.00181824 after 3 steps, 2.2e-4 of the tensor's largest value, while
+			// step 3 from gotpu's step-2 state agrees to 4.6e-7). Llama has no fused bias: 1e-4.
+			multiStepTol := 1e-4
+			if fixture == "gpt2-tiny" {
+				multiStepTol = 1e-3
+			}
+			check := func(t *testing.T, name string, losses []float64, params, opt map[string][]float64, tol float64) {
 				t.Helper()
 				dl := maxLossDiff(losses, goLosses)
 				// GPT-2's fused attention biases are compared apart, whole: Adafactor clips each
@@ -205,10 +217,10 @@ func TestAdafactorShardedOnXLACPU(t *testing.T) {
 				if dl > 5e-5 {
 					t.Errorf("%s: losses differ by %.2e:\n  %.8f\n  %.8f", name, dl, losses, goLosses)
 				}
-				if pw > 1e-4 {
+				if pw > tol {
 					t.Errorf("%s: parameter %s differs by %.2e relative", name, pWhere, pw)
 				}
-				if ow > 1e-4 {
+				if ow > tol {
 					t.Errorf("%s: optimizer state %s differs by %.2e relative", name, oWhere, ow)
 				}
 				if !(cAbs <= cBound) && len(coupled) > 0 {
@@ -222,7 +234,7 @@ func TestAdafactorShardedOnXLACPU(t *testing.T) {
 			dp := newFixtureStepper(t, openGoDevices(t, xla.GoBackendGotpu, 8), fixture, Config{Optimizer: adafactorFixOpt, NumReplicas: 8})
 			dpLosses := fixRun(t, dp, b, lrs)
 			_, dpParams, dpOpt := exportFloats(t, dp)
-			check(t, "gotpu data parallel 8 (control)", dpLosses, dpParams, dpOpt)
+			check(t, "gotpu data parallel 8 (control)", dpLosses, dpParams, dpOpt, 1e-4)
 			for _, l := range layouts {
 				t.Run(l.name, func(t *testing.T) {
 					s := newFixtureStepper(t, rts[l.devices], fixture, Config{Optimizer: adafactorFixOpt, NumReplicas: l.devices, FSDP: l.fsdp})
@@ -230,7 +242,7 @@ func TestAdafactorShardedOnXLACPU(t *testing.T) {
 					st2, _, _ := exportFloats(t, s)
 					losses = append(losses, fixRun(t, s, b, lrs[2:])...)
 					st3, params, opt := exportFloats(t, s)
-					check(t, "XLA "+l.name, losses, params, opt)
+					check(t, "XLA "+l.name, losses, params, opt, multiStepTol)
 					if l.fsdp != nil && l.fsdp.Shard > 1 {
 						checkAdafactorSharded(t, s)
 					}
@@ -277,7 +289,7 @@ func TestAdafactorShardedOnXLACPU(t *testing.T) {
 					}
 					resumed := fixRun(t, s, b, lrs[2:])
 					_, params, opt = exportFloats(t, s)
-					check(t, "XLA "+l.name+" from gotpu step 2", append(slices.Clone(goLosses[:2]), resumed...), params, opt)
+					check(t, "XLA "+l.name+" from gotpu step 2", append(slices.Clone(goLosses[:2]), resumed...), params, opt, 1e-4)
 				})
 			}
 		})

@@ -67,6 +67,7 @@ func exactSum(hi, lo, x *Node) (*Node, *Node) {
 // terms, their number, and the float32 gradients of that sum with respect to every parameter.
 func (s *Stepper) replicaGradients(c *mlctx.Context, b models.Batch) (sum, terms *Node, grads []*Node) {
 	b.Training = true
+	b.LabelSmoothing, b.NEFTuneAlpha = s.cfg.LabelSmoothing, s.cfg.NEFTuneAlpha
 	s.mixedPrecision(c, b.InputIDs.Graph())
 	loss, _ := s.model.Forward(c, b)
 	g := loss.Graph()
@@ -95,6 +96,9 @@ func (s *Stepper) mixedPrecision(c *mlctx.Context, g *Graph) {
 // evalGraph: inputs are the batch; outputs the loss sum, the number of loss terms and the logits.
 func (s *Stepper) evalGraph(c *mlctx.Context, nodes []*Node) []*Node {
 	b := s.splitBatch(nodes)
+	// HF's prediction_step calls compute_loss, so the eval loss is label-smoothed too; NEFTune's
+	// hook does nothing in eval mode (Training is false here).
+	b.LabelSmoothing = s.cfg.LabelSmoothing
 	s.mixedPrecision(c, nodes[0].Graph())
 	loss, logits := s.model.Forward(c, b)
 	logits = ConvertDType(logits, dtypes.Float32)

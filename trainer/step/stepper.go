@@ -36,6 +36,14 @@ type Config struct {
 	// FSDP shards parameters, gradients and optimizer state over a device mesh (fsdp.go); nil
 	// replicates them on every replica (data parallelism).
 	FSDP *FSDP
+	// LabelSmoothing is HF's label_smoothing_factor, in [0, 1): 0 keeps the plain loss (the same
+	// programs as without it); otherwise training and evaluation use HF Trainer's label-smoothed
+	// loss (models.Batch.LabelSmoothing; the step's sum-over-tokens semantics are explained at
+	// core.CausalLMBatchLoss). Causal LMs and single-label classifiers only.
+	LabelSmoothing float64
+	// NEFTuneAlpha is HF's neftune_noise_alpha (0: off): noise on the token embeddings in the
+	// training programs only, drawn from the model context's RNG as dropout is.
+	NEFTuneAlpha float64
 }
 
 // MaxWindow bounds Config.Window: the scalar table has Window² rows.
@@ -108,6 +116,9 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	}
 	if cfg.MaxConsecutiveNonfinite < 0 {
 		return nil, fmt.Errorf("step.Config.MaxConsecutiveNonfinite: %d is negative", cfg.MaxConsecutiveNonfinite)
+	}
+	if err := cfg.checkLossOptions(m); err != nil {
+		return nil, err
 	}
 	_, causal := m.(models.CausalLM)
 	s = &Stepper{rt: rt, stream: rt.NewStream(), model: m, cfg: cfg, params: m.Params(), causal: causal, compiled: map[graph.GraphId]bool{},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gotpu/gotpu/internal/atomicfile"
 	"github.com/gotpu/gotpu/internal/safetensors"
+	"github.com/gotpu/gotpu/xla"
 )
 
 // Config is what every architecture's config offers the shared code.
@@ -39,6 +40,8 @@ type Base struct {
 	// Generation is generation_config.json as found next to the weights (nil if none); Save writes
 	// it back unchanged.
 	Generation []byte
+	// rt is the runtime the weights were placed with (runtime.go); nil for a Base built by NewBase.
+	rt *xla.Runtime
 }
 
 // Architecture is the HF class name.
@@ -179,7 +182,8 @@ func writeFileAtomic(path string, data []byte) error { return atomicfile.WriteFi
 func StdInit(base float64, nLayer int) float64 { return base / math.Sqrt(2*float64(nLayer)) }
 
 // LoadDir loads the weights of dir for an already-parsed config into a new Base.
-func LoadDir(ctx context.Context, backend backends.Backend, dir string, cfg Config, m Mapping, opts LoadOptions) (*Base, error) {
+func LoadDir(ctx context.Context, rt *xla.Runtime, dir string, cfg Config, m Mapping, opts LoadOptions) (*Base, error) {
+	backend := rt.Backend()
 	target := dtypes.Float32
 	switch opts.DType {
 	case "", "float32":
@@ -201,6 +205,7 @@ func LoadDir(ctx context.Context, backend backends.Backend, dir string, cfg Conf
 		return nil, err
 	}
 	b := NewBase(cfg, m.Table, backend, weights)
+	b.rt = rt
 	if gen, err := os.ReadFile(filepath.Join(dir, GenerationFile)); err == nil {
 		b.Generation = gen
 	}
@@ -211,13 +216,14 @@ func LoadDir(ctx context.Context, backend backends.Backend, dir string, cfg Conf
 // config, resolves opts.DType (float32 by default) against the backend, draws the table's
 // weights (HF's _init_weights distributions) and records the dtype in the config. name prefixes
 // errors ("gpt2").
-func NewRandomBase(ctx context.Context, backend backends.Backend, name string, cfg interface {
+func NewRandomBase(ctx context.Context, rt *xla.Runtime, name string, cfg interface {
 	Config
 	Validate() error
 }, table []Param, opts NewOptions) (*Base, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	backend := rt.Backend()
 	dt := dtypes.Float32
 	if opts.DType != "" {
 		var err error
@@ -233,5 +239,7 @@ func NewRandomBase(ctx context.Context, backend backends.Backend, name string, c
 		return nil, err
 	}
 	cfg.SetDType(TorchDTypeName(dt))
-	return NewBase(cfg, table, backend, weights), nil
+	b := NewBase(cfg, table, backend, weights)
+	b.rt = rt
+	return b, nil
 }

@@ -29,6 +29,13 @@ type Batch struct {
 	// Training switches dropout on, with the probabilities from config.json. The fixtures, scoring
 	// and generation use Training == false (HF's model.eval()).
 	Training bool
+	// LabelSmoothing is HF's label_smoothing_factor (0 = off, the plain loss): the loss becomes
+	// HF Trainer's LabelSmoother, shifted for causal LMs (CausalLMBatchLoss, ClassificationBatchLoss).
+	// It applies in training and evaluation alike, as HF's compute_loss does.
+	LabelSmoothing float64
+	// NEFTuneAlpha is HF's neftune_noise_alpha (0 = off): uniform noise added to the token
+	// embeddings' output in training only (NEFTune).
+	NEFTuneAlpha float64
 }
 
 // InitKind says how New initialises a parameter (HF's _init_weights distributions).
