@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive
 )
 
@@ -14,18 +13,9 @@ import (
 // smooth by N·V; summing these per-position terms and dividing by N is the same number. Float32
 // math, as HF (smoothed_loss is summed with dtype=torch.float32).
 func SmoothedTokenLoss(logits, labels *Node, eps float64) (loss, valid *Node) {
-	g := logits.Graph()
-	lf := toF32(logits)
-	V := lf.Shape().Dim(-1)
-	lbl := ConvertDType(labels, dtypes.Int32)
-	keep := NotEqual(lbl, Scalar(g, dtypes.Int32, IgnoreIndex))
-	safe := Where(keep, lbl, ZerosLike(lbl))
-	maxv := StopGradient(ReduceAndKeep(lf, ReduceMax, -1))
-	lse := Add(Log(ReduceSum(Exp(Sub(lf, maxv)), -1)), Squeeze(maxv, -1))
-	picked := ReduceSum(Mul(lf, OneHot(safe, V, dtypes.Float32)), -1)
+	lf, lse, picked, valid := tokenLogSoftmaxTerms(logits, labels)
 	nll := Sub(lse, picked)
 	smooth := Sub(lse, ReduceMean(lf, -1))
-	valid = ConvertDType(keep, dtypes.Float32)
 	loss = Add(MulScalar(nll, 1-eps), MulScalar(smooth, eps))
 	return Mul(loss, valid), valid
 }

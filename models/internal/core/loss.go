@@ -14,18 +14,26 @@ const IgnoreIndex = -100
 // log-likelihood (float32) and a float32 mask of positions whose label is not IgnoreIndex. The
 // loss is computed in float32, as HF does (logits.float()).
 func TokenNLL(logits, labels *Node) (nll, valid *Node) {
+	_, lse, picked, valid := tokenLogSoftmaxTerms(logits, labels)
+	nll = Mul(Sub(lse, picked), valid)
+	return nll, valid
+}
+
+// tokenLogSoftmaxTerms is what TokenNLL and SmoothedTokenLoss share: the float32 logits lf, their
+// log-sum-exp over the vocabulary, the logit at each label (the label clamped to 0 where it is
+// IgnoreIndex) and the float32 mask of positions whose label is not IgnoreIndex.
+func tokenLogSoftmaxTerms(logits, labels *Node) (lf, lse, picked, valid *Node) {
 	g := logits.Graph()
-	lf := toF32(logits)
+	lf = toF32(logits)
 	V := lf.Shape().Dim(-1)
 	lbl := ConvertDType(labels, dtypes.Int32)
 	keep := NotEqual(lbl, Scalar(g, dtypes.Int32, IgnoreIndex))
 	safe := Where(keep, lbl, ZerosLike(lbl))
 	maxv := StopGradient(ReduceAndKeep(lf, ReduceMax, -1))
-	lse := Add(Log(ReduceSum(Exp(Sub(lf, maxv)), -1)), Squeeze(maxv, -1))
-	picked := ReduceSum(Mul(lf, OneHot(safe, V, dtypes.Float32)), -1)
+	lse = Add(Log(ReduceSum(Exp(Sub(lf, maxv)), -1)), Squeeze(maxv, -1))
+	picked = ReduceSum(Mul(lf, OneHot(safe, V, dtypes.Float32)), -1)
 	valid = ConvertDType(keep, dtypes.Float32)
-	nll = Mul(Sub(lse, picked), valid)
-	return nll, valid
+	return lf, lse, picked, valid
 }
 
 // ShiftLabels is ForCausalLMLoss's shift: labels padded on the right with IgnoreIndex, then moved
