@@ -14,7 +14,7 @@ help:
 	@echo "  make demo       the main job: train a small GPT-2 on Go's own sources on the embedded pure-Go backend"
 	@echo "  make test       everything CI checks: gofmt, go vet (all build tags), go test, go test -race, noxla build"
 	@echo "  make test-race  go test -race ./..."
-	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, loader overlap, checkpoint save vs disk, tokenizer vs HF"
+	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, gradient checkpointing's memory, loader overlap, checkpoint save vs disk, tokenizer vs HF"
 	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
 	@echo "  make bench-jax  GPT-2 124M steps on XLA's CPU plugin through gotpu vs JAX on XLA CPU vs gotpu's backend (scripts/setup-jax-bench.sh first)"
 	@echo "  make bench-124m only the second: GPT-2 124M steps, gotpu float32/bf16 vs PyTorch float32/bf16 autocast: ms/step, tokens/s, peak RSS, FMA peak (~15 min)"
@@ -88,6 +88,7 @@ bench: bench-pytorch bench-124m bench-jax
 	$(GO) test -run '^$$' -bench RSSFlat -benchtime 1x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench Replicas -benchtime 5x -timeout 30m ./trainer/step
 	$(GO) test -run '^$$' -bench FSDPvsDataParallel -benchtime 1x -timeout 30m ./trainer/step
+	$(GO) test -run '^$$' -bench GradientCheckpointing -benchtime 1x -timeout 60m ./trainer/step
 	$(GO) test -run '^$$' -bench LoaderOverlap -benchtime 100x ./data
 	$(GO) test -run '^$$' -bench StreamParquet3GB -benchtime 1x -timeout 30m ./data
 	$(GO) test -run '^$$' -bench PipelineOverlap -benchtime 1x ./trainer

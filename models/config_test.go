@@ -63,6 +63,14 @@ func TestRealConfigs(t *testing.T) {
 				t.Errorf("%+v", l)
 			}
 		},
+		"llama3.1-8b-instruct_config.json": func(t *testing.T, c Config) { // gotpu plan's 8B sizing case
+			l := c.(*llama.Config)
+			want := llama.Rope{Theta: 500000, Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}
+			if l.Rope != want || l.HeadDim != 128 || l.NumKeyValueHeads != 8 || l.TieWordEmbeddings || l.DType != "bfloat16" ||
+				l.NumHiddenLayers != 32 || l.VocabSize != 128256 || !slices.Equal(l.EOSTokenID, []int{128001, 128008, 128009}) {
+				t.Errorf("%+v", l)
+			}
+		},
 		"llama3.2-1b_config.json": func(t *testing.T, c Config) {
 			l := c.(*llama.Config)
 			want := llama.Rope{Theta: 500000, Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}
@@ -186,8 +194,8 @@ func TestRealConfigs(t *testing.T) {
 			}
 		})
 	}
-	if n != 7 {
-		t.Errorf("%d model configs, want 7", n)
+	if n != 8 {
+		t.Errorf("%d model configs, want 8", n)
 	}
 }
 

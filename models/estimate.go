@@ -343,6 +343,10 @@ func dtypeBytes(name, fileDType string) int64 {
 	return 4
 }
 
+// ConfigDType is the torch_dtype a config records ("" when unknown): what LoadOptions.DType
+// "auto" loads the weights as (gotpu plan resolves --torch_dtype auto with it).
+func ConfigDType(cfg Config) string { return configDType(cfg) }
+
 // configDType is the torch_dtype a config records ("" when unknown).
 func configDType(cfg Config) string {
 	switch c := cfg.(type) {

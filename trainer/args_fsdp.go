@@ -72,8 +72,10 @@ const maxFSDPConfigFile = 1 << 20
 //   - xla, xla_fsdp_v2 (default false): HF's torch_xla switches. gotpu runs one SPMD program, which
 //     is what xla_fsdp_v2 selects; xla true with xla_fsdp_v2 false (torch_xla's FSDPv1 wrapper) is
 //     refused. Without xla, HF ignores xla_fsdp_v2 and runs torch FSDP, which shards the same way.
-//   - xla_fsdp_grad_ckpt (default false): refused when true (gotpu has no activation
-//     checkpointing).
+//   - xla_fsdp_grad_ckpt (default false): with xla (and fsdp on), gradient checkpointing of every
+//     decoder layer, as HF wraps each auto-wrapped layer in torch_xla's checkpoint_module: the
+//     same recomputation as gradient_checkpointing (GradientCheckpointingOn). Refused without xla,
+//     where HF ignores it.
 //   - xla_fsdp_settings: torch_xla FSDPv1 wrapper settings; only {} is accepted.
 //   - gotpu_mesh_shape: gotpu's own key (not HF's): [data, fsdp], the device mesh of hybrid_shard
 //     (see FSDPPlan); with full_shard it must be [1, number of devices].
@@ -151,7 +153,7 @@ var fsdpOtherKeys = map[string]fsdpOtherKey{
 		return ok && (i == 1 || i == 2)
 	}, want: "1 or 2"},
 	"activation_checkpointing": {ok: isFalseOrNull, want: "false",
-		unsupported: "its training step has no activation checkpointing; remove it"},
+		unsupported: "accelerate's activation checkpointing is not read from fsdp_config; set gradient_checkpointing true instead (the same recomputation of every decoder layer)"},
 	"offload_params": {ok: isFalseOrNull, want: "false",
 		unsupported: "it keeps parameters and optimizer state in device memory; remove it"},
 	"xla_fsdp_settings": {ok: func(v JSONValue) bool { return v.IsNull() || (v.Kind() == JSONObject && len(v.Object()) == 0) },
@@ -617,8 +619,10 @@ func (a *TrainingArguments) validateFSDP(l *errorList) {
 	if c.XLA && !c.XLAFSDPv2 {
 		bad(ErrUnsupportedArgument, fsdpKeyXLA, "true with xla_fsdp_v2 false selects torch_xla's FSDPv1 wrapper, which gotpu does not implement; gotpu shards one SPMD program as FSDPv2 does: set xla_fsdp_v2 true (or xla false)")
 	}
-	if c.XLAFSDPGradCkpt {
-		bad(ErrUnsupportedArgument, fsdpKeyGradCkpt, "true is not implemented by gotpu (its training step has no activation checkpointing); remove it")
+	if c.XLAFSDPGradCkpt && !c.XLA {
+		// HF warns that it "is useful only when --xla is set to true" and ignores it; gotpu has no
+		// warning to give instead.
+		bad(ErrInvalidArgument, fsdpKeyGradCkpt, "true has no effect without xla: true (HF ignores it then); set xla and xla_fsdp_v2 true, or use gradient_checkpointing")
 	}
 	if c.MeshShape != nil {
 		switch {
@@ -777,4 +781,11 @@ func (a *TrainingArguments) FSDPPlan(numDevices, numHosts int) (FSDPPlan, error)
 		return FSDPPlan{}, err
 	}
 	return p, nil
+}
+
+// GradientCheckpointingOn says whether the training step recomputes every decoder layer in its
+// backward pass: gradient_checkpointing, or fsdp_config's xla_fsdp_grad_ckpt under XLA FSDP (HF
+// wraps each auto-wrapped layer, a decoder layer by default, in torch_xla's checkpoint_module).
+func (a *TrainingArguments) GradientCheckpointingOn() bool {
+	return a.GradientCheckpointing || (a.fsdpEnabled() && a.FSDPConfig.XLA && a.FSDPConfig.XLAFSDPGradCkpt)
 }

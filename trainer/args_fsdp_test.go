@@ -78,8 +78,8 @@ func TestFSDPArgsRefusals(t *testing.T) {
 			`FILE: sharding_strategy: an Accelerate FSDP config key, which HF's Trainer does not read from fsdp_config`, ErrUnknownArgument},
 		{"activation checkpointing", `"full_shard"`, `{"activation_checkpointing": true}`,
 			`fsdp_config: FILE: activation_checkpointing: true is not implemented by gotpu`, ErrUnsupportedArgument},
-		{"grad ckpt", `"full_shard"`, `{"xla": true, "xla_fsdp_v2": true, "xla_fsdp_grad_ckpt": true}`,
-			`FILE: xla_fsdp_grad_ckpt: true is not implemented by gotpu`, ErrUnsupportedArgument},
+		{"grad ckpt without xla", `"full_shard"`, `{"xla_fsdp_grad_ckpt": true}`,
+			`FILE: xla_fsdp_grad_ckpt: true has no effect without xla: true (HF ignores it then)`, ErrInvalidArgument},
 		{"fsdp v1", `"full_shard"`, `{"xla": true}`, `FILE: xla: true with xla_fsdp_v2 false selects torch_xla's FSDPv1 wrapper`, ErrUnsupportedArgument},
 		{"xla settings", `"full_shard"`, `{"xla": true, "xla_fsdp_v2": true, "xla_fsdp_settings": {"compute_dtype": "bfloat16"}}`,
 			`FILE: xla_fsdp_settings: {"compute_dtype": "bfloat16"} is not implemented by gotpu`, ErrUnsupportedArgument},
@@ -446,4 +446,28 @@ func FuzzFSDPConfig(f *testing.F) {
 			t.Fatalf("read back %+v, want %+v", back, c)
 		}
 	})
+}
+
+// gradient_checkpointing, and fsdp_config's xla_fsdp_grad_ckpt where HF reads it (XLA FSDP), turn
+// the step's recomputation on; xla_fsdp_grad_ckpt without fsdp or without xla does not (HF ignores
+// it there; without xla it is refused, TestFSDPArgsRefusals).
+func TestGradientCheckpointingOn(t *testing.T) {
+	xla := writeFSDPConfig(t, `{"xla": true, "xla_fsdp_v2": true, "xla_fsdp_grad_ckpt": true}`)
+	for _, tt := range []struct {
+		name, json string
+		want       bool
+	}{
+		{"default", `{}`, false},
+		{"gradient_checkpointing", `{"gradient_checkpointing": true}`, true},
+		{"xla_fsdp_grad_ckpt", `{"fsdp": "full_shard", "fsdp_config": ` + jsonQuote(xla) + `}`, true},
+		{"xla_fsdp_grad_ckpt without fsdp", `{"fsdp_config": ` + jsonQuote(xla) + `}`, false},
+	} {
+		a, _, err := ParseTrainingArgumentsJSON([]byte(tt.json), "args.json")
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := a.GradientCheckpointingOn(); got != tt.want {
+			t.Errorf("%s: GradientCheckpointingOn = %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

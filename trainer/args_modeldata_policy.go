@@ -99,6 +99,7 @@ var implementedArgs = map[string][]string{
 	"include_num_input_tokens_seen": {"TestTokensSeenLogged*"},
 	"neftune_noise_alpha":           {"TestNEFTuneTrainsNotEvaluates", "TestTrainerNEFTuneNoiseAlpha"},
 	"eval_on_start":                 {"TestEvalOnStart"},
+	"gradient_checkpointing":        {"TestGradientCheckpointingBitwise", "TestGradientCheckpointingOnXLACPU", "TestTrainGradientCheckpointing"},
 	"average_tokens_across_devices": {"TestResumeOnOtherDeviceCount", "TestAverageTokensAcrossDevicesFalse"},
 	"log_gotpu_metrics":             {"TestConsoleLogsKeys", "TestConsoleLogLinesHFKeys"},
 	// gotpu extras.
@@ -115,9 +116,8 @@ var refusedImplementedArgs = map[string]ArgumentPolicy{
 	"do_predict": {RefuseValue: "true", Reason: "run_clm.py has no prediction step; score examples with gotpu score"},
 	"save_safetensors": {RefuseValue: "false",
 		Reason: "gotpu writes model.safetensors only"},
-	"optim_args":             {RefuseValue: "betas=0.9", Reason: "HF passes it only to optimizers gotpu does not have"},
-	"gradient_checkpointing": {RefuseValue: "true", Reason: "not implemented yet"},
-	"label_names":            {RefuseValue: "start_positions", Reason: `gotpu's models read labels from "labels" only`},
+	"optim_args":  {RefuseValue: "betas=0.9", Reason: "HF passes it only to optimizers gotpu does not have"},
+	"label_names": {RefuseValue: "start_positions", Reason: `gotpu's models read labels from "labels" only`},
 }
 
 // inertImplementedArgs are TrainingArguments fields that configure nothing gotpu's results
@@ -158,7 +158,7 @@ var modelDataPolicies = map[string]ArgumentPolicy{
 			"or the saved login whenever it has one, which is what use_auth_token=true asked for"},
 	"trust_remote_code": {Effect: EffectRefused, RefuseValue: "true",
 		Reason: "gotpu runs its own Go implementations of the architectures it knows and never executes a repository's Python code; remove it"},
-	"torch_dtype": {Effect: EffectImplemented, Tests: []string{"TestSaveLoadSaveByteIdentical"}},
+	"torch_dtype": {Effect: EffectImplemented, Tests: []string{"TestSaveLoadSaveByteIdentical", "TestBF16AdamWTraining", "TestBF16AdamWOptimizer", "TestBF16StateCheckpoint"}},
 	"low_cpu_mem_usage": {Effect: EffectInert,
 		Reason: "how PyTorch materializes weights while loading; gotpu loads safetensors straight into the device buffers and the weights are the same"},
 	"ignore_mismatched_sizes": {Effect: EffectRefused, RefuseValue: "true",

@@ -154,11 +154,6 @@ func (a *TrainingArguments) Validate() error {
 			l.invalid("report_to", "%q is not an integration (%s, all or none)", r, strings.Join(supportedReportTo, ", "))
 		}
 	}
-	if a.GradientCheckpointing {
-		l.add("TrainingArguments", "gradient_checkpointing", ErrUnsupportedArgument,
-			"true — not implemented yet (activation recomputation is planned); remove it, and lower per_device_train_batch_size "+
-				"(raising gradient_accumulation_steps to keep the global batch) or use fsdp if activations do not fit")
-	}
 	if len(a.LabelNames) > 0 && !slices.Equal(a.LabelNames, []string{"labels"}) {
 		l.add("TrainingArguments", "label_names", ErrUnsupportedArgument,
 			"%s — gotpu's models read their labels from \"labels\" only; remove it (or give labels)", strings.Join(a.LabelNames, ","))

@@ -110,8 +110,9 @@ func (e *BudgetError) Unwrap() error { return ErrOverBudget }
 //     sum of Params()) × the variables' element size (4, or 2 for a model loaded as bfloat16);
 //   - gradients: one float32 set, two with gradient_accumulation_steps > 1 (the accumulators
 //     plus the micro-batch's);
-//   - optimizer state: AdamW's two float32 moments (8 bytes a parameter), or Adafactor's factored
-//     second moments (a row and a column vector per matrix);
+//   - optimizer state: AdamW's two moments in the parameters' dtype when that is bfloat16 or
+//     float16 (4 bytes a parameter, as torch keeps them), else float32 (8 bytes), or Adafactor's
+//     float32 factored second moments (a row and a column vector per matrix);
 //   - activations: models.Footprint.ActivationBytes for per_device_train_batch_size sequences of
 //     the longest padded length (on a PJRT device bf16 halves all but the float32 logits and
 //     loss; gotpu's pure-Go backend computes in float32, where bf16 saves little), or for the
@@ -175,6 +176,10 @@ func EstimateMemory(req BudgetRequest) (MemoryEstimate, error) {
 		est.Optimizer = c.Mul(trained, 8)
 	case a.Adafactor || a.Optim == "adafactor":
 		est.Optimizer = c.Mul(fp.AdafactorState, 4)
+	case paramBytes == 2:
+		// torch.optim.AdamW keeps a bf16 (float16) parameter's moments in its dtype (step.Stepper
+		// does too): 2 moments × 2 bytes.
+		est.Optimizer = c.Mul(fp.Params, 4)
 	default:
 		est.Optimizer = c.Mul(fp.Params, 8)
 	}
@@ -185,6 +190,9 @@ func EstimateMemory(req BudgetRequest) (MemoryEstimate, error) {
 		evalBatch = min(evalBatch, (int64(req.EvalExamples)+replicas-1)/replicas)
 	}
 	trainAct, ok1 := fp.ActivationBytes(trainBatch, seq, compute, true)
+	if a.GradientCheckpointingOn() {
+		trainAct, ok1 = fp.CheckpointedActivationBytes(trainBatch, seq, compute)
+	}
 	evalAct, ok2 := fp.ActivationBytes(evalBatch, seq, compute, false)
 	if req.EvalExamples == 0 {
 		evalAct, ok2, evalBatch = 0, true, 0
@@ -317,6 +325,9 @@ func budgetSetting(req BudgetRequest, est MemoryEstimate) string {
 		s = append(s, "lower per_device_eval_batch_size or the sequence length (block_size, max_seq_length)")
 	case est.Activations >= state && est.Activations >= est.Inputs:
 		s = append(s, "lower per_device_train_batch_size or the sequence length (block_size, max_seq_length)")
+		if !req.Args.GradientCheckpointingOn() {
+			s = append(s, "set gradient_checkpointing (each layer's activations recomputed in the backward pass)")
+		}
 		if !req.Args.BF16 && !req.OnHost { // the pure-Go backend computes in float32 anyway
 			s = append(s, "set bf16")
 		}

@@ -47,7 +47,7 @@ func TestLoRAExactResume(t *testing.T) {
 		{resumeCase: resumeCase{devices: 1, perDevice: 4, accumulation: 1}},
 		{resumeCase: resumeCase{devices: 1, perDevice: 2, accumulation: 4}, loraDropout: 0.1},
 		{resumeCase: resumeCase{devices: 2, perDevice: 2, accumulation: 1, dropout: 0.1}, loraDropout: 0.1},
-		// FSDP: the adapter and its moments are sharded over the mesh, the base replicated.
+		// FSDP: the adapter, its moments and the frozen base are sharded over the mesh.
 		{resumeCase: resumeCase{devices: 2, perDevice: 2, accumulation: 1, fsdp: []string{"full_shard"}}},
 	} {
 		t.Run(fmt.Sprintf("devices=%d,accumulation=%d,dropout=%v,lora_dropout=%v,fsdp=%v", c.devices, c.accumulation, c.dropout, c.loraDropout, c.fsdp), func(t *testing.T) {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gotpu/gotpu/internal/membudget"
 	"github.com/gotpu/gotpu/internal/shard"
 	"github.com/gotpu/gotpu/models"
+	"github.com/gotpu/gotpu/models/peft"
 )
 
 // PlanTarget is a machine a plan is checked against: how many devices (chips) it has and the
@@ -96,42 +98,47 @@ type PlanRequest struct {
 	Devices int
 	// Targets are the machines of Plan.Rows; nil means PlanTargets().
 	Targets []PlanTarget
+	// ParamDType is the dtype the parameters are loaded and kept in (torch_dtype): "" or
+	// "float32", "bfloat16" or "float16". AdamW's state takes the parameter's dtype (torch's
+	// AdamW), the gradients too; bf16 (Args.BF16) is the compute dtype either way.
+	ParamDType string
+	// Lora, when set, trains a LoRA adapter of this config (PEFT's semantics, models/peft) on a
+	// frozen base: only the adapter gets gradients and optimizer state; the base is sharded like
+	// the parameters under FSDP.
+	Lora *peft.LoraConfig
 }
 
 // PlanBytes are one device's bytes, by part. Every figure is float32 (4 bytes an element) but
 // the activations: gotpu keeps float32 parameters, gradients and optimizer state even when it
 // computes in bf16.
 type PlanBytes struct {
-	// Parameters are the master weights the device keeps: with FSDP the sum over tensors of
-	// shard.Choose's ShardElements × 4 (a replicated tensor counts whole), without it every
-	// parameter × 4.
+	// Parameters are the weights the device keeps between steps, in their dtype: with FSDP its
+	// shards (shard.Choose's ShardElements; a replicated tensor counts whole) of the parameters —
+	// with LoRA of the frozen base and of the float32 adapter — without FSDP all of them.
 	Parameters int64
-	// Gradients are every parameter's gradient, with or without FSDP: the step computes each
-	// parameter's whole local gradient in the backward pass and only then reduces it to the
-	// shards (trainer/step scatterGradients), so under FSDP they are a transient of the step, not
-	// persistent state. With gradient_accumulation_steps > 1 the accumulators are added: a second
-	// whole set without FSDP (EstimateMemory's rule), the device's shards (Parameters bytes) with
-	// it (the FSDP step accumulates reduce-scattered gradients).
+	// Gradients are the sharded gradient accumulators of gradient_accumulation_steps > 1 (the
+	// trained parameters' shards in float32), else zero: the step's own gradients are reduced
+	// as the backward pass produces them and are inside the fitted transients (plan_xla.go).
 	Gradients int64
-	// Optimizer is the optimizer state: AdamW's two moments per parameter element the device keeps
-	// (the moments share their parameter's layout: 2 × Parameters); Adafactor's factored second
-	// moments (EstimateMemory's rule), counted whole with or without FSDP. FSDP with Adafactor
-	// runs on PJRT plugins; gotpu's pure-Go backend refuses it (trainer/step).
+	// Optimizer is the optimizer state of the trained parameters: AdamW's two moments per element
+	// the device keeps, in the parameter's dtype (float32 for an adapter or float32 weights,
+	// bfloat16 for bfloat16 weights, as torch's AdamW); Adafactor's factored second moments
+	// (EstimateMemory's rule), counted whole with or without FSDP.
 	Optimizer int64
-	// Gathered is FSDP's other transient: the whole float32 copy of every sharded tensor the
-	// step all-gathers before the forward pass and keeps through the backward pass
-	// (trainer/step gatherParams gathers all of them at once): the sum of the sharded tensors'
-	// Elements × 4. Zero without FSDP and on one device.
+	// Gathered is the per-layer weight term of the fitted transients: the all-gathered
+	// decoder-layer weights live at the compiled program's peak (plan_xla.go).
 	Gathered int64
-	// Activations are EstimateMemory's activation estimate for one micro-batch of
-	// per_device_train_batch_size sequences of BlockSize tokens on an accelerator (bf16 halves all
-	// but the float32 logits and loss); FSDP does not shard them (each device runs its own
-	// examples).
+	// Activations are the rest of the fitted transients: activations, logits, gradients in
+	// flight (plan_xla.go).
 	Activations int64
+	// Updated are the new trainable parameters and optimizer state the step writes: gotpu's
+	// programs alias no input to an output, so XLA holds them beside the old ones.
+	Updated int64
 	// Persistent is Parameters + Optimizer: what the device keeps between steps (the figure a run
 	// on gotpu's CPU backend can be measured against).
 	Persistent int64
-	// Total is Parameters + Gradients + Optimizer + Gathered + Activations: the estimated peak.
+	// Total is Persistent + Updated + Gradients + Gathered + Activations: the compiled program's
+	// arguments + outputs + temp, its peak.
 	Total int64
 }
 
@@ -164,6 +171,12 @@ type Plan struct {
 	MinNumParams int64
 	// Devices is the device count of the embedded PlanBytes.
 	Devices int
+	// ParamDType is the request's (torch_dtype; "" float32); Lora its adapter config and
+	// AdapterParams the adapter's element count; GradientCheckpointing Args'.
+	ParamDType            string
+	Lora                  *peft.LoraConfig
+	AdapterParams         int64
+	GradientCheckpointing bool
 	PlanBytes
 	// Rows are the request's targets, in order.
 	Rows []PlanRow
@@ -252,9 +265,18 @@ func PlanFSDP(req PlanRequest) (Plan, error) {
 		block = int(min(DefaultPlanBlockSize, fp.MaxPositions))
 	}
 
-	// One device's EstimateMemory: float32 variables, an accelerator (bf16 halves activations).
+	if req.ParamDType == "auto" {
+		// HF's torch_dtype "auto": the dtype the config records (float32 when it records none).
+		req.ParamDType = models.ConfigDType(req.Model)
+	}
+	pb, err := paramDTypeBytes(req.ParamDType)
+	if err != nil {
+		return Plan{}, invalid("torch_dtype", "%v", err)
+	}
+	// One device's EstimateMemory at the parameters' dtype, on an accelerator (bf16 halves
+	// activations): Adafactor's factored state is its figure.
 	a.Optim, a.Adafactor = optim, false
-	est, err := EstimateMemory(BudgetRequest{Model: req.Model, Args: a, Replicas: 1, SeqLen: block, ParamBytes: 4})
+	est, err := EstimateMemory(BudgetRequest{Model: req.Model, Args: a, Replicas: 1, SeqLen: block, ParamBytes: int(pb)})
 	if err != nil {
 		return Plan{}, err
 	}
@@ -263,29 +285,58 @@ func PlanFSDP(req PlanRequest) (Plan, error) {
 		Tensors: len(shapes), Optim: string(optim), BF16: a.BF16, Batch: a.PerDeviceTrainBatchSize, BlockSize: block,
 		GradientAccumulationSteps: a.GradientAccumulationSteps, FSDP: req.FSDP, MinNumParams: req.MinNumParams,
 		Devices: max(req.Devices, 1)}
+	p.ParamDType = req.ParamDType
+	var adapter []models.Param
+	if req.Lora != nil {
+		if adapter, err = loraAdapterShapes(req.Model, *req.Lora); err != nil {
+			return Plan{}, invalid("lora_target_modules", "%s", strings.TrimPrefix(err.Error(), "LoraConfig.target_modules: "))
+		}
+		p.Lora, p.AdapterParams = req.Lora, paramElements(adapter)
+	}
+	p.GradientCheckpointing = a.GradientCheckpointing
+	layerElems := decoderLayerElements(shapes, fp.Layers)
 	perDevice := func(n int) (PlanBytes, error) {
-		b := PlanBytes{Parameters: est.Parameters, Gradients: est.Gradients, Optimizer: est.Optimizer, Activations: est.Activations}
+		var b PlanBytes
 		var c membudget.Acc
-		if req.FSDP {
-			kept, whole, err := shardElements(shapes, n, req.MinNumParams)
+		layoutN := n
+		if !req.FSDP {
+			layoutN = 1
+		}
+		kept, _, err := shardElements(shapes, layoutN, req.MinNumParams)
+		if err != nil {
+			return PlanBytes{}, err
+		}
+		stateBytes := int64(4)
+		if pb < 4 {
+			stateBytes = pb // torch's AdamW keeps its state in the parameter's dtype
+		}
+		trainKept, trainBytes := kept, pb
+		b.Parameters = c.Mul(kept, pb)
+		if req.Lora != nil {
+			ak, _, err := shardElements(adapter, layoutN, req.MinNumParams)
 			if err != nil {
 				return PlanBytes{}, err
 			}
-			b.Parameters, b.Optimizer, b.Gathered = c.Mul(kept, 4), c.Mul(kept, 4, 2), c.Mul(whole, 4)
-			if optim == "adafactor" {
-				// Adafactor's factored moments (a row and a column vector per matrix) are
-				// sharded with their parameter on a PJRT plugin where a dimension survives
-				// (trainer/step stateSpec); counted whole here, an upper bound of a few
-				// vectors per tensor.
-				b.Optimizer = est.Optimizer
-			}
-			b.Gradients = c.Mul(fp.Params, 4)
-			if a.GradientAccumulationSteps > 1 {
-				b.Gradients = c.Add(b.Gradients, b.Parameters)
-			}
+			trainKept, trainBytes, stateBytes = ak, 4, 4 // the adapter is float32
+			b.Parameters = c.Add(b.Parameters, c.Mul(ak, 4))
 		}
+		b.Optimizer = c.Mul(trainKept, stateBytes, 2)
+		if optim == "adafactor" {
+			b.Optimizer = est.Optimizer
+		}
+		// The updated trainable parameters and state are written beside the old ones.
+		b.Updated = c.Add(c.Mul(trainKept, trainBytes), b.Optimizer)
+		if a.GradientAccumulationSteps > 1 {
+			b.Gradients = c.Mul(trainKept, 4) // the sharded accumulators
+		}
+		t, ok := planXLATransients(fp, layerElems, a.PerDeviceTrainBatchSize, block, pb < 4, req.Lora != nil,
+			a.GradientCheckpointing, req.FSDP && n > 1, b.Updated)
+		if !ok {
+			return PlanBytes{}, overflowError(a)
+		}
+		b.Gathered, b.Activations = t.Gathered, t.Activations
 		b.Persistent = c.Add(b.Parameters, b.Optimizer)
-		b.Total = c.Add(b.Persistent, b.Gradients, b.Gathered, b.Activations)
+		b.Total = c.Add(b.Persistent, b.Updated, b.Gradients, b.Gathered, b.Activations)
 		if c.Overflowed() {
 			return PlanBytes{}, overflowError(a)
 		}
@@ -339,4 +390,83 @@ func positionsField(cfg models.Config) string {
 		return "n_positions"
 	}
 	return "max_position_embeddings"
+}
+
+// paramDTypeBytes is the element size of a torch_dtype as PlanRequest.ParamDType takes it.
+func paramDTypeBytes(name string) (int64, error) {
+	switch strings.ToLower(name) {
+	case "", "float32", "float64": // float64 checkpoints load as float32
+		return 4, nil
+	case "bfloat16", "float16":
+		return 2, nil
+	}
+	return 0, fmt.Errorf("%q is not float32, bfloat16, float16 or auto", name)
+}
+
+// loraAdapterShapes are the lora_A and lora_B tensors of an adapter of lc on cfg's model: the
+// targets as PEFT resolves them (peft.Targets on the model's linear layers, from a shape-only
+// model: nothing allocated), r × in and out × r each.
+func loraAdapterShapes(cfg models.Config, lc peft.LoraConfig) ([]models.Param, error) {
+	// Building a model records its dtype in cfg: keep the caller's config as it was (its
+	// torch_dtype is what "auto" reads).
+	defer cfg.SetDType(models.ConfigDType(cfg))
+	m, err := models.NewShapeOnly(nil, cfg, models.NewOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ad, ok := m.(models.Adaptable)
+	if !ok {
+		return nil, fmt.Errorf("%s has no LoRA-targetable layers", cfg.Architecture())
+	}
+	if err := lc.Validate(); err != nil {
+		return nil, err
+	}
+	targets, err := peft.Targets(ad, lc)
+	if err != nil {
+		return nil, err
+	}
+	var out []models.Param
+	for _, t := range targets {
+		out = append(out, models.Param{Name: t.Module + ".lora_A.weight", Shape: []int{lc.R, t.In}},
+			models.Param{Name: t.Module + ".lora_B.weight", Shape: []int{t.Out, lc.R}})
+	}
+	return out, nil
+}
+
+// paramElements sums the tensors' elements.
+func paramElements(ps []models.Param) int64 {
+	var n int64
+	for _, p := range ps {
+		e := int64(1)
+		for _, d := range p.Shape {
+			e *= int64(d)
+		}
+		n += e
+	}
+	return n
+}
+
+// decoderLayerElements is one decoder layer's parameter elements: those of the tensors named
+// with a layer index (".<i>."), over the layer count.
+func decoderLayerElements(shapes []models.Param, layers int64) int64 {
+	if layers < 1 {
+		return 0
+	}
+	var n int64
+	for _, p := range shapes {
+		if layerIndexed(p.Name) {
+			n += paramElements([]models.Param{p})
+		}
+	}
+	return n / layers
+}
+
+func layerIndexed(name string) bool {
+	parts := strings.Split(name, ".")
+	for _, s := range parts[:max(len(parts)-1, 0)] {
+		if s != "" && strings.Trim(s, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gotpu/gotpu/internal/shard"
 	"github.com/gotpu/gotpu/models"
 	gpt2cfg "github.com/gotpu/gotpu/models/gpt2"
+	"github.com/gotpu/gotpu/models/peft"
 )
 
 func planConfig(t *testing.T, path ...string) models.Config {
@@ -37,47 +38,43 @@ func mustPlan(t *testing.T, req PlanRequest) Plan {
 
 // TestPlanFSDPGPT2Exact: GPT-2 124M over 8 devices — every tensor has a dimension divisible by 8
 // (wte [50257, 768] along 768) — keeps exactly 1/8 of the float32 parameters and AdamW moments
-// per device and gathers all of them whole; data parallel keeps all of them and gathers nothing;
-// gradients are the whole float32 set either way, and everything but the FSDP parts equals
-// EstimateMemory's figures.
+// per device; data parallel keeps all of them. The step's outputs are a second copy of that state
+// (no aliasing), counted exactly; no whole gradient is held (they are reduce-scattered as they are
+// produced: no accumulators, no gradient column); the transients (gathered layers, activations)
+// are the fitted model's, positive, and the gathered layers only where weights are sharded.
 func TestPlanFSDPGPT2Exact(t *testing.T) {
 	cfg := planConfig(t, "hf-configs", "gpt2_lmhead_config.json")
 	const params = 124_439_808
 	args := planArgs(8, true)
-	est, err := EstimateMemory(BudgetRequest{Model: cfg, Args: args, SeqLen: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fsdp := mustPlan(t, PlanRequest{Model: cfg, Args: args, FSDP: true, Devices: 8})
 	dp := mustPlan(t, PlanRequest{Model: cfg, Args: args, Devices: 8})
 	if fsdp.Params != params || fsdp.Tensors != 148 || fsdp.BlockSize != 1024 || fsdp.Devices != 8 {
 		t.Errorf("plan header %+v", fsdp)
 	}
-	want := PlanBytes{Parameters: params * 4 / 8, Optimizer: params * 8 / 8, Gradients: params * 4, Gathered: params * 4,
-		Activations: est.Activations}
-	want.Persistent = want.Parameters + want.Optimizer
-	want.Total = want.Persistent + want.Gradients + want.Gathered + want.Activations
-	if fsdp.PlanBytes != want {
-		t.Errorf("fsdp over 8: %+v, want %+v", fsdp.PlanBytes, want)
+	check := func(name string, b PlanBytes, kept int64, gathered bool) {
+		t.Helper()
+		want := PlanBytes{Parameters: kept * 4, Optimizer: kept * 8, Updated: kept * 12, Gathered: b.Gathered, Activations: b.Activations}
+		want.Persistent = want.Parameters + want.Optimizer
+		want.Total = want.Persistent + want.Updated + want.Gathered + want.Activations
+		if b != want || b.Activations <= 0 || (b.Gathered > 0) != gathered {
+			t.Errorf("%s: %+v, want %+v (gathered layers %v)", name, b, want, gathered)
+		}
 	}
-	wantDP := PlanBytes{Parameters: params * 4, Optimizer: params * 8, Gradients: params * 4, Activations: est.Activations}
-	wantDP.Persistent = wantDP.Parameters + wantDP.Optimizer
-	wantDP.Total = wantDP.Persistent + wantDP.Gradients + wantDP.Activations
-	if dp.PlanBytes != wantDP || est.Parameters != wantDP.Parameters || est.Optimizer != wantDP.Optimizer || est.Gradients != wantDP.Gradients {
-		t.Errorf("data parallel: %+v, want %+v (EstimateMemory %+v)", dp.PlanBytes, wantDP, est)
-	}
+	check("fsdp over 8", fsdp.PlanBytes, params/8, true)
+	check("data parallel", dp.PlanBytes, params, false)
 	if len(fsdp.Rows) != len(PlanTargets()) {
 		t.Fatalf("%d rows", len(fsdp.Rows))
 	}
 	for _, r := range fsdp.Rows {
-		gathered := int64(params * 4)
-		if r.Target.Devices == 1 {
-			gathered = 0 // one device: nothing is sharded
-		}
-		if r.Err != nil || r.Parameters != params*4/int64(r.Target.Devices) || r.Gathered != gathered ||
-			r.Fits != (r.Total <= r.Target.HBM) {
+		check(r.Target.Name, r.PlanBytes, params/int64(r.Target.Devices), r.Target.Devices > 1) // one device: nothing is sharded
+		if r.Err != nil || r.Fits != (r.Total <= r.Target.HBM) {
 			t.Errorf("row %s: %+v", r.Target.Name, r)
 		}
+	}
+	// A bf16 base keeps 2 bytes a parameter and AdamW's moments in bf16 (torch's AdamW).
+	bf := mustPlan(t, PlanRequest{Model: cfg, Args: args, FSDP: true, Devices: 8, ParamDType: "bfloat16"})
+	if bf.Parameters != params/8*2 || bf.Optimizer != params/8*4 || bf.Updated != params/8*6 {
+		t.Errorf("bf16 base over 8: %+v", bf.PlanBytes)
 	}
 }
 
@@ -136,15 +133,14 @@ func planFits(t *testing.T, req PlanRequest, target string) (sharded, replicated
 }
 
 // TestPlanAcceptance pins the fit results `gotpu plan --bf16` gives for the hub configs (the
-// golden files in testdata/plan show the tables):
-//   - Llama-2-7B fits only sharded on v5p-8 at batch 1 × 1024 (94.2 GiB of 95 per device, 125.6
-//     replicated) and comfortably at 1 × 512; it fits nowhere on v5e-8, sharded or not, at that
-//     batch or at HF's default 8 × 1024: its float32 gradients alone (25.1 GiB, held whole during
-//     the backward pass) exceed a v5e chip's 16 GiB, and at batch 8 its activations are
-//     estimated at 201 GiB;
-//   - Llama-3.2-1B fits only sharded on v5e-8 at batch 1 × 512 (10.7 GiB against 22.7);
+// golden files in testdata/plan show the tables), with the state's second copy (the step's
+// outputs, not aliased) and the transients fitted to XLA's compiled figures:
+//   - Llama-2-7B fits only sharded on v5p-8 at batch 1 × 1024 and 1 × 512; it fits nowhere on
+//     v5e-8, sharded or not: its sharded float32 state and that state's second copy alone exceed
+//     a v5e chip's 16 GiB; one H200 cannot hold the whole state twice;
+//   - Llama-3.2-1B fits only sharded on v5e-8 at batch 1 × 512;
 //   - GPT-2 124M fits on v5e-8 either way at batch 1 × 1024, and neither way at the default
-//     batch 8 × 1024 (26.6 GiB of activations).
+//     batch 8 × 1024 (its activations).
 func TestPlanAcceptance(t *testing.T) {
 	llama7 := planConfig(t, "hf-configs", "llama2-7b-chat_config.json")
 	llama1 := planConfig(t, "hf-configs", "llama3.2-1b_config.json")
@@ -159,7 +155,9 @@ func TestPlanAcceptance(t *testing.T) {
 		{"llama2-7b b1x512 v5p-8", PlanRequest{Model: llama7, Args: planArgs(1, true), BlockSize: 512}, "v5p-8", true, false},
 		{"llama2-7b b1x1024 v5e-8", PlanRequest{Model: llama7, Args: planArgs(1, true), BlockSize: 1024}, "v5e-8", false, false},
 		{"llama2-7b defaults v5e-8", PlanRequest{Model: llama7, Args: planArgs(8, true)}, "v5e-8", false, false},
-		{"llama2-7b b1x1024 h200", PlanRequest{Model: llama7, Args: planArgs(1, true), BlockSize: 1024}, "h200", true, true},
+		// One H200: 6.74B float32 parameters and moments (81 GB) and their second copy (the
+		// step's outputs, not aliased) are more than its 141 GB.
+		{"llama2-7b b1x1024 h200", PlanRequest{Model: llama7, Args: planArgs(1, true), BlockSize: 1024}, "h200", false, false},
 		{"llama3.2-1b b1x512 v5e-8", PlanRequest{Model: llama1, Args: planArgs(1, true), BlockSize: 512}, "v5e-8", true, false},
 		{"llama3.2-1b defaults v5e-8", PlanRequest{Model: llama1, Args: planArgs(8, true)}, "v5e-8", false, false},
 		{"gpt2 b1x1024 v5e-8", PlanRequest{Model: gpt2, Args: planArgs(1, true), BlockSize: 1024}, "v5e-8", true, true},
@@ -170,10 +168,11 @@ func TestPlanAcceptance(t *testing.T) {
 			t.Errorf("%s: fits sharded %v, replicated %v; want %v, %v", c.name, s, r, c.sharded, c.replica)
 		}
 	}
-	// The 7B's gradients alone exceed a v5e chip: no batch or block size makes it fit there.
+	// The 7B's float32 state sharded over 8 and its second copy alone exceed a v5e chip: no batch
+	// or block size makes full float32 training fit there.
 	p := mustPlan(t, PlanRequest{Model: llama7, Args: planArgs(1, true), BlockSize: 1, FSDP: true, Devices: 8})
-	if tg, _ := LookupPlanTarget("v5e-8"); p.Gradients <= tg.HBM {
-		t.Errorf("llama2-7b gradients %d bytes, v5e HBM %d", p.Gradients, tg.HBM)
+	if tg, _ := LookupPlanTarget("v5e-8"); p.Persistent+p.Updated <= tg.HBM {
+		t.Errorf("llama2-7b state and its copy %d bytes, v5e HBM %d", p.Persistent+p.Updated, tg.HBM)
 	}
 }
 
@@ -210,13 +209,14 @@ func TestPlanOptionsAndRefusals(t *testing.T) {
 	acc.GradientAccumulationSteps = 4
 	p1 := mustPlan(t, PlanRequest{Model: gpt2, Args: planArgs(1, true), FSDP: true})
 	p4 := mustPlan(t, PlanRequest{Model: gpt2, Args: acc, FSDP: true})
-	// FSDP accumulates the reduced gradients' shards; data parallel a second whole set.
+	// FSDP accumulates the reduced gradients' shards.
 	if p4.Gradients != p1.Gradients+p1.Parameters || p4.Persistent != p1.Persistent || p4.Activations != p1.Activations {
 		t.Errorf("fsdp accumulation: %+v against %+v", p4.PlanBytes, p1.PlanBytes)
 	}
 	d1 := mustPlan(t, PlanRequest{Model: gpt2, Args: planArgs(1, true)})
 	d4 := mustPlan(t, PlanRequest{Model: gpt2, Args: acc})
-	if d4.Gradients != 2*d1.Gradients || d4.Gathered != 0 {
+	// Data parallel: the whole float32 accumulators; no gradient is held beyond them.
+	if d1.Gradients != 0 || d4.Gradients != d1.Parameters || d4.Gathered != 0 {
 		t.Errorf("data-parallel accumulation: %+v against %+v", d4.PlanBytes, d1.PlanBytes)
 	}
 
@@ -255,5 +255,62 @@ func TestPlanOptionsAndRefusals(t *testing.T) {
 	if _, err := PlanFSDP(PlanRequest{Model: huge, Args: planArgs(1, true)}); !errors.Is(err, models.ErrTooLarge) ||
 		!strings.Contains(err.Error(), "n_embd") {
 		t.Errorf("n_embd beyond the limit: %v", err)
+	}
+}
+
+// TestPlanLoRADTypeCheckpointing: the adapter's size from first principles (r × (in + out) per
+// targeted linear layer), "auto" reading the config's torch_dtype, checkpointing lowering the
+// 8B's figure, and the refusals naming the field.
+func TestPlanLoRADTypeCheckpointing(t *testing.T) {
+	cfg := planConfig(t, "hf-configs", "llama3.1-8b-instruct_config.json")
+	lora := func(targets ...string) *peft.LoraConfig {
+		lc := peft.DefaultLoraConfig()
+		lc.R = 16
+		lc.TargetModules, lc.TargetModulesRegex = peft.CommandLineTargets(targets)
+		return &lc
+	}
+	// Llama-3.1-8B: hidden 4096, 8 KV heads of 128, intermediate 14336, 32 layers.
+	q, kv, o, mlp := 4096+4096, 4096+1024, 4096+4096, 4096+14336
+	allLinear := int64(32 * 16 * (q + 2*kv + o + 3*mlp))
+	qv := int64(32 * 16 * (q + kv))
+	for _, c := range []struct {
+		lc   *peft.LoraConfig
+		want int64
+	}{{lora("all-linear"), allLinear}, {lora(), qv}, {lora("q_proj", "v_proj"), qv}} {
+		p := mustPlan(t, PlanRequest{Model: cfg, Args: planArgs(1, true), BlockSize: 1024, FSDP: true, Devices: 8,
+			ParamDType: "bfloat16", Lora: c.lc})
+		if p.AdapterParams != c.want || p.Optimizer != c.want/8*8 || p.Updated != c.want/8*12 {
+			t.Errorf("targets %v: adapter %d, optimizer %d, updated %d; want %d adapter parameters", c.lc.TargetModules,
+				p.AdapterParams, p.Optimizer, p.Updated, c.want)
+		}
+	}
+	if allLinear != 41_943_040 {
+		t.Errorf("all-linear adapter %d", allLinear)
+	}
+	auto := mustPlan(t, PlanRequest{Model: cfg, Args: planArgs(1, true), BlockSize: 1024, ParamDType: "auto"})
+	if auto.ParamDType != "bfloat16" {
+		t.Errorf("auto: %q, want the config's bfloat16", auto.ParamDType)
+	}
+	ck := planArgs(1, true)
+	ck.GradientCheckpointing = true
+	for _, lc := range []*peft.LoraConfig{nil, lora("all-linear")} {
+		off := mustPlan(t, PlanRequest{Model: cfg, Args: planArgs(1, true), BlockSize: 1024, FSDP: true, Devices: 8, ParamDType: "bfloat16", Lora: lc})
+		on := mustPlan(t, PlanRequest{Model: cfg, Args: ck, BlockSize: 1024, FSDP: true, Devices: 8, ParamDType: "bfloat16", Lora: lc})
+		if !on.GradientCheckpointing || on.Total >= off.Total || on.Persistent != off.Persistent {
+			t.Errorf("lora %v: checkpointing %d bytes, without %d", lc != nil, on.Total, off.Total)
+		}
+	}
+	for _, c := range []struct {
+		req   PlanRequest
+		field string
+	}{
+		{PlanRequest{Model: cfg, Args: planArgs(1, true), BlockSize: 1024, Lora: lora("c_attn")}, "lora_target_modules"},
+		{PlanRequest{Model: cfg, Args: planArgs(1, true), BlockSize: 1024, ParamDType: "int8"}, "torch_dtype"},
+	} {
+		_, err := PlanFSDP(c.req)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%+v: %v, want a FieldError for %s", c.req.Lora, err, c.field)
+		}
 	}
 }

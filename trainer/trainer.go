@@ -185,7 +185,7 @@ func New(args TrainingArguments, model models.Model, train, eval data.Dataset, o
 	}
 	t.stepCfg = step.Config{Optimizer: opt, NumReplicas: replicas, BF16: args.BF16,
 		Window: stepWindow(&args), MaxConsecutiveNonfinite: args.MaxConsecutiveNonfinite,
-		LabelSmoothing: args.LabelSmoothingFactor}
+		LabelSmoothing: args.LabelSmoothingFactor, GradientCheckpointing: args.GradientCheckpointingOn()}
 	if args.NeftuneNoiseAlpha != nil { // HF: None leaves NEFTune off
 		t.stepCfg.NEFTuneAlpha = *args.NeftuneNoiseAlpha
 	}

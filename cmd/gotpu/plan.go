@@ -25,16 +25,19 @@ import (
 //
 //	model      <model_type> (<architecture>), <N> parameters (<tensors> tensors)
 //	optimizer  <optim> (...)
-//	dtype      bf16 compute, float32 parameters, gradients and optimizer state | float32
+//	dtype      <compute dtype>; <parameters' dtype, the adapter's and the optimizer state's>
+//	lora       r R, alpha A, targets T: N adapter parameters (P% of the base)     (with --use_peft)
+//	ckpt       gradient_checkpointing: ...                                        (with --gradient_checkpointing)
 //	batch      per_device_train_batch_size B, block_size L, gradient_accumulation_steps G
 //	fsdp       full_shard over each target's devices (min_num_params M) | no: data parallel ...
 //
 //	per device, GiB
-//	target  devices  params  grads  optimizer  gathered  activations  total  HBM  fits
+//	target  devices  params  grads  optimizer  updated  gathered  activations  total  HBM  fits
 //	<one row per target: GiB with 2 decimals ("-" where a part does not apply), fits yes/no/refused>
 //
-// followed by notes saying what each column counts (trainer.PlanFSDP documents the rules) and,
-// for a refused layout, why. With --compile, --device names a PJRT runtime instead and the plan is
+// followed by notes saying what each column counts (trainer.PlanFSDP documents the rules), a
+// "does not fit TARGET: ..." line per target over its HBM naming the largest part and what shrinks
+// it, and, for a refused layout, why. With --compile, --device names a PJRT runtime instead and the plan is
 // checked against the XLA compiler's own figures (runPlanCompile, plan_compile.go).
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("plan")
@@ -52,9 +55,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"--num_devices devices and print the XLA compiler's memory figures next to the planner's")
 	numDevices := fs.Int("num_devices", 0, "with --compile: devices to use (0: all of the plugin's)")
 	pluginPath := fs.String("plugin_path", "", "with --compile: PJRT plugin file or directory to use instead of searching")
+	shapesOnly := fs.Bool("shapes_only", false, "with --compile: trace the train step from the variables' shapes and compile it "+
+		"without running it or allocating the model (for models the host cannot hold, such as an 8B); needs 2+ devices or --fsdp")
+	var run planRunFlags
+	run.register(fs)
 	if err := parse(fs, args, stderr, "--model DIR|config.json [--bf16] [--per_device_train_batch_size N] [--block_size L] "+
-		"[--gradient_accumulation_steps G] [--optim adamw_torch|adafactor] [--fsdp full_shard] [--device "+
-		strings.Join(trainer.PlanTargetNames(), "|")+"] | [--compile --device cpu|tpu|cuda|auto [--num_devices N]]"); err != nil {
+		"[--gradient_accumulation_steps G] [--optim adamw_torch|adafactor] [--fsdp full_shard] [--torch_dtype float32|bfloat16|auto] "+
+		"[--use_peft [--lora_r N] [--lora_target_modules all-linear|NAMES]] [--gradient_checkpointing] [--device "+
+		strings.Join(trainer.PlanTargetNames(), "|")+"] | [--compile [--shapes_only] --device cpu|tpu|cuda|auto [--num_devices N]]"); err != nil {
 		return err
 	}
 	switch {
@@ -72,15 +80,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.UsageError("--fsdp_min_num_params %d: must not be negative", *minParams)
 	case *fsdp != "" && *fsdp != "full_shard":
 		return cli.UsageError("--fsdp %q: gotpu plans full_shard only (or no --fsdp: data parallel)", *fsdp)
-	case !*compile && (*numDevices != 0 || *pluginPath != ""):
-		return cli.UsageError("--num_devices and --plugin_path choose the runtime of --compile: add --compile, or remove them")
+	case !*compile && (*numDevices != 0 || *pluginPath != "" || *shapesOnly):
+		return cli.UsageError("--num_devices, --plugin_path and --shapes_only are --compile's: add --compile, or remove them")
 	case *compile && *numDevices < 0:
 		return cli.UsageError("--num_devices %d: must not be negative (0: all)", *numDevices)
 	}
 	req := trainer.PlanRequest{FSDP: *fsdp == "full_shard", MinNumParams: *minParams, BlockSize: *block}
 	if *compile {
 		return runPlanCompile(ctx, stdout, req, planCompileFlags{model: *model, bf16: *bf16, batch: *batch, accum: *accum,
-			optim: *optim, device: *device, numDevices: *numDevices, pluginPath: *pluginPath})
+			optim: *optim, device: *device, numDevices: *numDevices, pluginPath: *pluginPath, shapesOnly: *shapesOnly,
+			fs: fs, run: &run})
 	}
 	if *device != "" {
 		t, ok := trainer.LookupPlanTarget(*device)
@@ -91,6 +100,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	path, err := planModel(&req, *model, *bf16, *batch, *accum, *optim)
 	if err != nil {
+		return err
+	}
+	if err := run.apply(fs, &req); err != nil {
 		return err
 	}
 	p, err := trainer.PlanFSDP(req)
@@ -125,15 +137,15 @@ func writePlan(w io.Writer, p trainer.Plan) error {
 	writePlanHeader(&b, p)
 	b.WriteString("\nper device, GiB\n")
 	row := func(cols ...string) {
-		fmt.Fprintf(&b, "%-7s %7s %8s %8s %9s %8s %11s %8s %7s  %s\n", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
-			cols[6], cols[7], cols[8], cols[9])
+		fmt.Fprintf(&b, "%-7s %7s %8s %7s %9s %8s %8s %11s %8s %7s  %s\n", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+			cols[6], cols[7], cols[8], cols[9], cols[10])
 	}
-	row("target", "devices", "params", "grads", "optimizer", "gathered", "activations", "total", "HBM", "fits")
+	row("target", "devices", "params", "grads", "optimizer", "updated", "gathered", "activations", "total", "HBM", "fits")
 	var refused []string
 	for _, r := range p.Rows {
 		devices := strconv.Itoa(r.Target.Devices)
 		if r.Err != nil {
-			row(r.Target.Name, devices, "-", "-", "-", "-", "-", "-", gibs(r.Target.HBM), "refused")
+			row(r.Target.Name, devices, "-", "-", "-", "-", "-", "-", "-", gibs(r.Target.HBM), "refused")
 			refused = append(refused, fmt.Sprintf("%s: %v", r.Target.Name, r.Err))
 			continue
 		}
@@ -142,30 +154,41 @@ func writePlan(w io.Writer, p trainer.Plan) error {
 			fits = "yes"
 		}
 		gathered := "-"
-		if p.FSDP {
+		if p.FSDP || r.Gathered > 0 {
 			gathered = gibs(r.Gathered)
 		}
-		row(r.Target.Name, devices, gibs(r.Parameters), gibs(r.Gradients), gibs(r.Optimizer), gathered, gibs(r.Activations),
-			gibs(r.Total), gibs(r.Target.HBM), fits)
+		row(r.Target.Name, devices, gibs(r.Parameters), gibs(r.Gradients), gibs(r.Optimizer), gibs(r.Updated), gathered,
+			gibs(r.Activations), gibs(r.Total), gibs(r.Target.HBM), fits)
 	}
 	b.WriteString("\n")
+	trained := "every parameter"
+	if p.Lora != nil {
+		trained = "the adapter"
+	}
 	if p.FSDP {
-		b.WriteString("params, optimizer: the float32 shards each device keeps between steps (FSDP's persistent state).\n")
-		b.WriteString("grads: every parameter's whole float32 gradient, held in the backward pass before it is reduced\n" +
-			"  to the shards: transient, not persistent state.\n")
-		b.WriteString("gathered: the whole float32 copy of the sharded parameters, gathered for the forward and backward\n" +
-			"  passes: transient.\n")
-		if p.GradientAccumulationSteps > 1 {
-			b.WriteString("grads include the sharded accumulators of gradient accumulation.\n")
-		}
+		fmt.Fprintf(&b, "params: what a device keeps between steps: its FSDP shards of the parameters%s.\n", loraParamsNote(p))
+		fmt.Fprintf(&b, "optimizer: the optimizer state of %s, sharded like it.\n", trained)
 	} else {
-		b.WriteString("params, grads, optimizer: float32, whole on every device.\n")
-		if p.GradientAccumulationSteps > 1 {
-			b.WriteString("grads count two sets with gradient accumulation: the accumulators and the micro-batch's.\n")
+		fmt.Fprintf(&b, "params, optimizer: the parameters%s and the optimizer state of %s, whole on every device.\n",
+			loraParamsNote(p), trained)
+	}
+	b.WriteString("updated: the new trained parameters and optimizer state the step writes: gotpu's programs alias no\n" +
+		"  input to an output yet, so XLA holds them beside the old ones (a second copy).\n")
+	b.WriteString("grads: the sharded gradient accumulators (gradient_accumulation_steps > 1); the step's own gradients\n" +
+		"  are reduce-scattered layer by layer as they are produced, inside activations.\n")
+	b.WriteString("gathered: the all-gathered decoder-layer weights live at the peak (every layer's but one without\n" +
+		"  gradient checkpointing) and, for a frozen or low-precision base, the head's.\n")
+	b.WriteString("activations: the other transients: each layer's activations (one layer's and every layer's input with\n" +
+		"  gradient checkpointing), the gradients in flight, the float32 logits.\n")
+	b.WriteString("grads, gathered, activations: the compiled program's temp buffers, from a model fitted to XLA's compiled\n" +
+		"  memory figures of this train step for Llama-3.1-8B's widths cut to 1, 2 and 4 layers (8 XLA CPU devices;\n" +
+		"  docs/memory-plan.md): deeper models and other architectures are that model's extrapolation.\n")
+	b.WriteString("total: the sum, the compiled program's peak; fits: total <= HBM, the vendor's figure (usable memory is less).\n")
+	for _, r := range p.Rows {
+		if r.Err == nil && !r.Fits {
+			fmt.Fprintf(&b, "does not fit %s: %s\n", r.Target.Name, planWhy(p, r))
 		}
 	}
-	b.WriteString("activations: the trainer's estimate for one micro-batch (high under XLA, which fuses and rematerialises).\n")
-	b.WriteString("total: the sum, an estimated peak; fits: total <= HBM, the vendor's figure (usable memory is less).\n")
 	for _, s := range refused {
 		fmt.Fprintf(&b, "refused %s\n", s)
 	}
@@ -176,25 +199,36 @@ func writePlan(w io.Writer, p trainer.Plan) error {
 	return err
 }
 
-// writePlanHeader prints the plan's first lines: model, optimizer, dtype, batch and fsdp.
+// loraParamsNote is what params hold beyond the parameters, with LoRA.
+func loraParamsNote(p trainer.Plan) string {
+	if p.Lora == nil {
+		return ""
+	}
+	return " (the frozen base and the adapter)"
+}
+
+// writePlanHeader prints the plan's first lines: model, optimizer, dtype, lora, checkpointing,
+// batch and fsdp.
 func writePlanHeader(b *strings.Builder, p trainer.Plan) {
 	fmt.Fprintf(b, "model      %s (%s), %s parameters (%d tensors)\n", p.ModelType, p.Architecture, thousands(p.Params), p.Tensors)
 	if p.Optim == "adafactor" {
 		fmt.Fprintf(b, "optimizer  adafactor (factored float32 second moments)\n")
 	} else {
-		fmt.Fprintf(b, "optimizer  %s (AdamW: two float32 moments per parameter)\n", p.Optim)
+		fmt.Fprintf(b, "optimizer  %s (AdamW: two moments per trained parameter)\n", p.Optim)
 	}
-	if p.BF16 {
-		fmt.Fprintf(b, "dtype      bf16 compute; float32 parameters, gradients and optimizer state\n")
+	fmt.Fprintf(b, "dtype      %s\n", planDTypeLine(p))
+	fmt.Fprintf(b, "lora       %s\n", planLoRALine(p))
+	if p.GradientCheckpointing {
+		fmt.Fprintf(b, "ckpt       gradient_checkpointing: each decoder layer's activations are recomputed in the backward pass\n")
 	} else {
-		fmt.Fprintf(b, "dtype      float32\n")
+		fmt.Fprintf(b, "ckpt       no gradient_checkpointing: every layer's activations are kept for the backward pass\n")
 	}
 	fmt.Fprintf(b, "batch      per_device_train_batch_size %d, block_size %d, gradient_accumulation_steps %d\n",
 		p.Batch, p.BlockSize, p.GradientAccumulationSteps)
 	if p.FSDP {
 		fmt.Fprintf(b, "fsdp       full_shard over each target's devices (min_num_params %d)\n", p.MinNumParams)
 	} else {
-		fmt.Fprintf(b, "fsdp       no: data parallel, every device holds all parameters, gradients and optimizer state\n")
+		fmt.Fprintf(b, "fsdp       no: data parallel, every device holds all parameters and optimizer state\n")
 	}
 }
 
@@ -229,4 +263,50 @@ func planModel(req *trainer.PlanRequest, model string, bf16 bool, batch, accum i
 	req.Args = trainer.DefaultTrainingArguments()
 	req.Args.BF16, req.Args.PerDeviceTrainBatchSize, req.Args.GradientAccumulationSteps, req.Args.Optim = bf16, batch, accum, trainer.OptimizerName(optim)
 	return path, nil
+}
+
+// planWhy says what makes row r over its target's HBM — the largest of the state (params,
+// optimizer state, its updated copy, gradient accumulators), the gathered layer weights and the
+// activations — and the settings that shrink it.
+func planWhy(p trainer.Plan, r trainer.PlanRow) string {
+	parts := []struct {
+		name  string
+		bytes int64
+	}{{"the state (params, optimizer, updated, grads)", r.Parameters + r.Optimizer + r.Updated + r.Gradients},
+		{"gathered", r.Gathered}, {"activations", r.Activations}}
+	big := parts[0]
+	for _, x := range parts[1:] {
+		if x.bytes > big.bytes {
+			big = x
+		}
+	}
+	var fix []string
+	switch big.name {
+	case "activations":
+		if p.Batch > 1 {
+			fix = append(fix, "a lower --per_device_train_batch_size (with --gradient_accumulation_steps for the same global batch)")
+		}
+		if !p.GradientCheckpointing {
+			fix = append(fix, "--gradient_checkpointing")
+		}
+		fix = append(fix, "a shorter --block_size")
+	case "gathered":
+		if p.Lora == nil {
+			fix = append(fix, "--use_peft (a frozen base: no layer's gathered weights kept for its gradient)")
+		}
+		fix = append(fix, "a target with more HBM")
+	default:
+		if !p.FSDP {
+			fix = append(fix, "--fsdp full_shard")
+		}
+		if p.Lora == nil {
+			fix = append(fix, "--use_peft (LoRA: a frozen base without gradients or optimizer state)")
+			if p.ParamDType != "bfloat16" && p.ParamDType != "float16" {
+				fix = append(fix, "--torch_dtype bfloat16 (half the weights and AdamW state)")
+			}
+		}
+		fix = append(fix, "a target with more devices or HBM")
+	}
+	return fmt.Sprintf("%s GiB of %s GiB HBM; the largest part is %s, %s GiB: try %s", gibs(r.Total), gibs(r.Target.HBM),
+		big.name, gibs(big.bytes), strings.Join(fix, ", or "))
 }

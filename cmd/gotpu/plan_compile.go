@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -23,6 +24,9 @@ type planCompileFlags struct {
 	device       string
 	numDevices   int
 	pluginPath   string
+	shapesOnly   bool
+	fs           *flag.FlagSet
+	run          *planRunFlags
 }
 
 // runPlanCompile implements `gotpu plan --compile`: it opens --device's PJRT plugin with
@@ -63,6 +67,9 @@ func runPlanCompile(ctx context.Context, stdout io.Writer, req trainer.PlanReque
 	if err != nil {
 		return err
 	}
+	if err := f.run.apply(f.fs, &req); err != nil {
+		return err
+	}
 	// Validate the request before opening a plugin (PlanFSDP's errors are the plan's usage errors).
 	if _, err := trainer.PlanFSDP(req); errors.Is(err, trainer.ErrInvalidArgument) || errors.Is(err, trainer.ErrUnsupportedArgument) {
 		return cli.UsageError("%s: %v", path, err)
@@ -78,7 +85,11 @@ func runPlanCompile(ctx context.Context, stdout io.Writer, req trainer.PlanReque
 		return cli.UsageError("--compile --device %s: opened gotpu's pure-Go backend, which has no XLA compiler; the compiler's "+
 			"memory figures need a PJRT plugin (--device cpu, tpu or cuda)", f.device)
 	}
-	c, err := trainer.CompilePlan(ctx, rt, req)
+	compile := trainer.CompilePlan
+	if f.shapesOnly {
+		compile = trainer.CompilePlanShapes
+	}
+	c, err := compile(ctx, rt, req)
 	if errors.Is(err, trainer.ErrInvalidArgument) || errors.Is(err, trainer.ErrUnsupportedArgument) {
 		return cli.UsageError("%s: %v", path, err)
 	}
@@ -93,8 +104,11 @@ func writePlanCompiled(w io.Writer, c trainer.PlanCompiled) error {
 	var b strings.Builder
 	p, m := c.Plan, c.Stats
 	writePlanHeader(&b, p)
-	fmt.Fprintf(&b, "\ncompiled   %s PJRT plugin, %s: one train step (random weights and tokens) in %.1f s\n",
-		p.Rows[0].Target.Name, plural(c.Devices, "device"), c.Seconds)
+	what := "one train step (random weights and tokens)"
+	if c.ShapesOnly {
+		what = "the train step traced from shapes and compiled, not run"
+	}
+	fmt.Fprintf(&b, "\ncompiled   %s PJRT plugin, %s: %s in %.1f s\n", p.Rows[0].Target.Name, plural(c.Devices, "device"), what, c.Seconds)
 	b.WriteString("\nper device, bytes          planner        compiler  compiler/planner\n")
 	row := func(name string, planned, compiled int64, compare bool) {
 		pl, ratio := "-", "-"
@@ -108,15 +122,16 @@ func writePlanCompiled(w io.Writer, c trainer.PlanCompiled) error {
 	}
 	transients := p.Gradients + p.Gathered + p.Activations
 	row("arguments", p.Persistent, m.Argument, true)
-	row("outputs", p.Persistent, m.Output, true)
+	row("outputs", p.Updated, m.Output, true)
 	row("aliased", 0, m.Alias, false)
 	row("temp", transients, m.Temp, true)
 	row("code", 0, m.GeneratedCode, false)
 	row("total", p.Total, m.Total(), true)
 	b.WriteString("\narguments: planner: parameters + optimizer state a device keeps; compiler: every input of the\n" +
 		"  train program (those, the device's batch and the step's scalars).\n")
-	b.WriteString("outputs: the updated state (and the step's scalars); aliased: the outputs written over donated\n" +
-		"  inputs.\n")
+	b.WriteString("outputs: the updated trainable parameters and optimizer state (and the step's scalars): gotpu's\n" +
+		"  programs alias no input to an output yet, so they are a second copy; aliased: outputs written over\n" +
+		"  donated inputs.\n")
 	b.WriteString("temp: planner: gradients + gathered weights + activations (the step's transients); compiler:\n" +
 		"  XLA's scratch buffers after fusion and buffer reuse.\n")
 	b.WriteString("total: planner: its estimated peak; compiler: arguments + outputs - aliased + temp + code.\n")

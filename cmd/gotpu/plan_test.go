@@ -42,6 +42,29 @@ var planCases = []struct {
 	{"llama3.2-1b-b1x512-v5e-8-fsdp", []string{"--model", filepath.Join(hfConfigs, "llama3.2-1b_config.json"), "--bf16", "--per_device_train_batch_size", "1", "--block_size", "512", "--device", "v5e-8", "--fsdp", "full_shard"}},
 	{"bert-tiny-fsdp", []string{"--model", filepath.Join("..", "..", "testdata", "models", "bert-tiny"), "--fsdp", "full_shard"}},
 	{"gpt2-adafactor-acc4", []string{"--model", filepath.Join(hfConfigs, "gpt2_lmhead_config.json"), "--optim", "adafactor", "--gradient_accumulation_steps", "4", "--per_device_train_batch_size", "2", "--block_size", "512", "--device", "h100"}},
+	// Issue #40's contract command and its headline runs on Llama-3.1-8B.
+	{"llama3.1-8b-lora-b8-v5e-8", llama8BLoRA("8")},
+	{"llama3.1-8b-lora-b1-v5e-8", llama8BLoRA("1")},
+	{"llama3.1-8b-lora-b4-v5e-8", llama8BLoRA("4")},
+	{"llama3.1-8b-full-b1", llama8BFull("1")},
+	{"llama3.1-8b-full-b8", llama8BFull("8")},
+	{"llama3.1-8b-lora-auto-q-v", []string{"--model", filepath.Join(hfConfigs, "llama3.1-8b-instruct_config.json"), "--use_peft",
+		"--dtype", "auto", "--bf16", "--fsdp", "full_shard", "--per_device_train_batch_size", "1", "--block_size", "1024", "--device", "v5e-8"}},
+}
+
+// llama8BLoRA is the contract command of issue #40 at a batch size: LoRA r 16 all-linear on a
+// bf16 base, bf16 compute, FSDP full_shard, gradient checkpointing, 1024 tokens, on v5e-8.
+func llama8BLoRA(batch string) []string {
+	return []string{"--model", filepath.Join(hfConfigs, "llama3.1-8b-instruct_config.json"), "--use_peft", "--lora_r", "16",
+		"--lora_target_modules", "all-linear", "--torch_dtype", "bfloat16", "--bf16", "--fsdp", "full_shard",
+		"--gradient_checkpointing", "--per_device_train_batch_size", batch, "--block_size", "1024", "--device", "v5e-8"}
+}
+
+// llama8BFull is full fine-tuning of Llama-3.1-8B: float32 parameters and AdamW state, bf16
+// compute, FSDP full_shard, gradient checkpointing, 1024 tokens, on every target.
+func llama8BFull(batch string) []string {
+	return []string{"--model", filepath.Join(hfConfigs, "llama3.1-8b-instruct_config.json"), "--torch_dtype", "float32", "--bf16",
+		"--fsdp", "full_shard", "--gradient_checkpointing", "--per_device_train_batch_size", batch, "--block_size", "1024"}
 }
 
 // TestPlanGolden: `gotpu plan` prints testdata/plan/<case>.txt byte for byte.
@@ -76,8 +99,8 @@ func planFitsColumn(t *testing.T, out, target string) string {
 	t.Helper()
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 10 && f[0] == target {
-			return f[9]
+		if len(f) == 11 && f[0] == target {
+			return f[10]
 		}
 	}
 	t.Fatalf("no row for %s in\n%s", target, out)
@@ -151,6 +174,15 @@ func TestPlanBadInput(t *testing.T) {
 		{[]string{"--model", gpt2, "--device", "v3-8"}, 2, []string{`--device "v3-8"`, "v5e-8"}},
 		{[]string{"--model", gpt2, "--optim", "sgd"}, 2, []string{"optim", `"sgd"`}},
 		{[]string{"--model", gpt2, "--per_device_train_batch_size", "x"}, 2, []string{"per_device_train_batch_size"}},
+		{[]string{"--model", gpt2, "--use_peft", "--lora_r", "0"}, 2, []string{"--lora_r", "0 must be positive"}},
+		{[]string{"--model", gpt2, "--lora_r", "8"}, 2, []string{"--lora_r", "without --use_peft"}},
+		{[]string{"--model", gpt2, "--lora_target_modules", "c_attn"}, 2, []string{"--lora_target_modules", "without --use_peft"}},
+		{[]string{"--model", gpt2, "--use_peft", "--lora_target_modules", "q_proj"}, 2, []string{"lora_target_modules", `"q_proj"`, "c_attn"}},
+		{[]string{"--model", gpt2, "--use_peft", "--lora_target_modules", ","}, 2, []string{"--lora_target_modules", "no module"}},
+		{[]string{"--model", gpt2, "--torch_dtype", "foo"}, 2, []string{"--torch_dtype", `"foo"`, "bfloat16"}},
+		{[]string{"--model", gpt2, "--dtype", "int8"}, 2, []string{"--torch_dtype", `"int8"`}},
+		{[]string{"--model", gpt2, "--gradient_checkpointing", "maybe"}, 2, []string{"--gradient_checkpointing"}},
+		{[]string{"--model", gpt2, "--shapes_only"}, 2, []string{"--shapes_only", "--compile"}},
 		{[]string{"--model", filepath.Join(dir, "missing.json")}, 1, []string{"missing.json", "no such file"}},
 		{[]string{"--model", dir}, 1, []string{dir, "config.json"}},
 		{[]string{"--model", notJSON}, 1, []string{"broken.json", "JSON"}},

@@ -169,21 +169,25 @@ func (m *Model) hidden(c *mlctx.Context, b core.Batch) *Node {
 	}
 	H, D := cfg.NumAttentionHeads, cfg.HeadDim()
 	for i := range cfg.NumHiddenLayers {
-		p := fmt.Sprintf("encoder.layer.%d.", i)
-		lin := func(name string, in *Node) *Node {
-			return core.Proj(c, pre+p+name, in, w(p+name+".weight"), w(p+name+".bias"))
-		}
-		q := core.Heads(lin("attention.self.query", x), H, D)
-		k := core.Heads(lin("attention.self.key", x), H, D)
-		v := core.Heads(lin("attention.self.value", x), H, D)
-		att := core.Attention(c, q, k, v, core.AttentionOpts{
-			ScaleDiv: math.Sqrt(float64(D)), Allowed: allowed, DropP: cfg.AttentionProbsDropoutProb, Training: b.Training,
+		// One BertLayer, the unit HF's gradient_checkpointing recomputes (core.RecomputedLayer).
+		x = core.RecomputedLayer(c, x, func(x *Node) *Node {
+			p := fmt.Sprintf("encoder.layer.%d.", i)
+			lin := func(name string, in *Node) *Node {
+				return core.Proj(c, pre+p+name, in, w(p+name+".weight"), w(p+name+".bias"))
+			}
+			q := core.Heads(lin("attention.self.query", x), H, D)
+			k := core.Heads(lin("attention.self.key", x), H, D)
+			v := core.Heads(lin("attention.self.value", x), H, D)
+			att := core.Attention(c, q, k, v, core.AttentionOpts{
+				ScaleDiv: math.Sqrt(float64(D)), Allowed: allowed, DropP: cfg.AttentionProbsDropoutProb, Training: b.Training,
+			})
+			att = core.Dropout(c, lin("attention.output.dense", att), cfg.HiddenDropoutProb, b.Training)
+			x = core.LayerNorm(Add(att, x), w(p+"attention.output.LayerNorm.weight"), w(p+"attention.output.LayerNorm.bias"), cfg.LayerNormEps)
+			f := act(lin("intermediate.dense", x))
+			f = core.Dropout(c, lin("output.dense", f), cfg.HiddenDropoutProb, b.Training)
+			x = core.LayerNorm(Add(f, x), w(p+"output.LayerNorm.weight"), w(p+"output.LayerNorm.bias"), cfg.LayerNormEps)
+			return x
 		})
-		att = core.Dropout(c, lin("attention.output.dense", att), cfg.HiddenDropoutProb, b.Training)
-		x = core.LayerNorm(Add(att, x), w(p+"attention.output.LayerNorm.weight"), w(p+"attention.output.LayerNorm.bias"), cfg.LayerNormEps)
-		f := act(lin("intermediate.dense", x))
-		f = core.Dropout(c, lin("output.dense", f), cfg.HiddenDropoutProb, b.Training)
-		x = core.LayerNorm(Add(f, x), w(p+"output.LayerNorm.weight"), w(p+"output.LayerNorm.bias"), cfg.LayerNormEps)
 	}
 	return x
 }

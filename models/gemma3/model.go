@@ -254,29 +254,33 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 	nh, kv, hd, eps := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim, cfg.RMSNormEps
 	scale := math.Pow(cfg.QueryPreAttnScalar, -0.5)
 	for i := range cfg.NumHiddenLayers {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		a := rmsNorm(x, w(p+"input_layernorm.weight"), eps)
-		q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), bias(p+"self_attn.q_proj.bias")), nh, hd)
-		k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), bias(p+"self_attn.k_proj.bias")), kv, hd)
-		v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), bias(p+"self_attn.v_proj.bias")), kv, hd)
-		q = rmsNorm(q, w(p+"self_attn.q_norm.weight"), eps)
-		k = rmsNorm(k, w(p+"self_attn.k_norm.weight"), eps)
-		cos, sin := ropeFor(cfg.RopeOf(i))
-		q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
-		if cache != nil {
-			k, v = cache.UpdateCache(i, k, v, offset)
-		}
-		// attn_logit_softcapping is deliberately not applied: HF's Gemma3Attention never passes it.
-		att := core.Attention(c, q, k, v, core.AttentionOpts{
-			ScaleMul: scale, Allowed: maskFor(cfg.Window(i)), DropP: cfg.AttentionDropout, Training: training,
+		// One Gemma3DecoderLayer, the unit HF's gradient_checkpointing recomputes (core.RecomputedLayer).
+		x = core.RecomputedLayer(c, x, func(x *Node) *Node {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			a := rmsNorm(x, w(p+"input_layernorm.weight"), eps)
+			q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), bias(p+"self_attn.q_proj.bias")), nh, hd)
+			k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), bias(p+"self_attn.k_proj.bias")), kv, hd)
+			v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), bias(p+"self_attn.v_proj.bias")), kv, hd)
+			q = rmsNorm(q, w(p+"self_attn.q_norm.weight"), eps)
+			k = rmsNorm(k, w(p+"self_attn.k_norm.weight"), eps)
+			cos, sin := ropeFor(cfg.RopeOf(i))
+			q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
+			if cache != nil {
+				k, v = cache.UpdateCache(i, k, v, offset)
+			}
+			// attn_logit_softcapping is deliberately not applied: HF's Gemma3Attention never passes it.
+			att := core.Attention(c, q, k, v, core.AttentionOpts{
+				ScaleMul: scale, Allowed: maskFor(cfg.Window(i)), DropP: cfg.AttentionDropout, Training: training,
+			})
+			o := core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), bias(p+"self_attn.o_proj.bias"))
+			x = Add(x, rmsNorm(o, w(p+"post_attention_layernorm.weight"), eps))
+			f := rmsNorm(x, w(p+"pre_feedforward_layernorm.weight"), eps)
+			gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), nil))
+			up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), nil)
+			mlp := core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), nil)
+			x = Add(x, rmsNorm(mlp, w(p+"post_feedforward_layernorm.weight"), eps))
+			return x
 		})
-		o := core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), bias(p+"self_attn.o_proj.bias"))
-		x = Add(x, rmsNorm(o, w(p+"post_attention_layernorm.weight"), eps))
-		f := rmsNorm(x, w(p+"pre_feedforward_layernorm.weight"), eps)
-		gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), nil))
-		up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), nil)
-		mlp := core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), nil)
-		x = Add(x, rmsNorm(mlp, w(p+"post_feedforward_layernorm.weight"), eps))
 	}
 	return rmsNorm(x, w("model.norm.weight"), eps)
 }

@@ -150,28 +150,32 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 	}
 	E, H, D := cfg.NEmbd, cfg.NHead, cfg.HeadDim()
 	for i := range cfg.NLayer {
-		l := fmt.Sprintf("h.%d.", i)
-		a := core.LayerNorm(x, w(l+"ln_1.weight"), w(l+"ln_1.bias"), cfg.LayerNormEpsilon)
-		qkv := core.ConvProj(c, prefix+l+"attn.c_attn", a, w(l+"attn.c_attn.weight"), w(l+"attn.c_attn.bias"))
-		parts := core.SplitLast(qkv, 3)
-		q, k, v := core.Heads(parts[0], H, D), core.Heads(parts[1], H, D), core.Heads(parts[2], H, D)
-		if cache != nil {
-			k, v = cache.UpdateCache(i, k, v, offset)
-		}
-		div := 1.0
-		if cfg.ScaleAttnWeights {
-			div = math.Sqrt(float64(D))
-		}
-		if cfg.ScaleAttnByInverseLayerIdx {
-			div *= float64(i + 1)
-		}
-		att := core.Attention(c, q, k, v, core.AttentionOpts{ScaleDiv: div, Allowed: allowed, DropP: cfg.AttnPdrop, Training: training})
-		att = core.ConvProj(c, prefix+l+"attn.c_proj", att, w(l+"attn.c_proj.weight"), w(l+"attn.c_proj.bias"))
-		x = Add(x, core.Dropout(c, att, cfg.ResidPdrop, training))
-		f := core.LayerNorm(x, w(l+"ln_2.weight"), w(l+"ln_2.bias"), cfg.LayerNormEpsilon)
-		f = act(core.ConvProj(c, prefix+l+"mlp.c_fc", f, w(l+"mlp.c_fc.weight"), w(l+"mlp.c_fc.bias")))
-		f = core.ConvProj(c, prefix+l+"mlp.c_proj", f, w(l+"mlp.c_proj.weight"), w(l+"mlp.c_proj.bias"))
-		x = Add(x, core.Dropout(c, f, cfg.ResidPdrop, training))
+		// One GPT2Block, the unit HF's gradient_checkpointing recomputes (core.RecomputedLayer).
+		x = core.RecomputedLayer(c, x, func(x *Node) *Node {
+			l := fmt.Sprintf("h.%d.", i)
+			a := core.LayerNorm(x, w(l+"ln_1.weight"), w(l+"ln_1.bias"), cfg.LayerNormEpsilon)
+			qkv := core.ConvProj(c, prefix+l+"attn.c_attn", a, w(l+"attn.c_attn.weight"), w(l+"attn.c_attn.bias"))
+			parts := core.SplitLast(qkv, 3)
+			q, k, v := core.Heads(parts[0], H, D), core.Heads(parts[1], H, D), core.Heads(parts[2], H, D)
+			if cache != nil {
+				k, v = cache.UpdateCache(i, k, v, offset)
+			}
+			div := 1.0
+			if cfg.ScaleAttnWeights {
+				div = math.Sqrt(float64(D))
+			}
+			if cfg.ScaleAttnByInverseLayerIdx {
+				div *= float64(i + 1)
+			}
+			att := core.Attention(c, q, k, v, core.AttentionOpts{ScaleDiv: div, Allowed: allowed, DropP: cfg.AttnPdrop, Training: training})
+			att = core.ConvProj(c, prefix+l+"attn.c_proj", att, w(l+"attn.c_proj.weight"), w(l+"attn.c_proj.bias"))
+			x = Add(x, core.Dropout(c, att, cfg.ResidPdrop, training))
+			f := core.LayerNorm(x, w(l+"ln_2.weight"), w(l+"ln_2.bias"), cfg.LayerNormEpsilon)
+			f = act(core.ConvProj(c, prefix+l+"mlp.c_fc", f, w(l+"mlp.c_fc.weight"), w(l+"mlp.c_fc.bias")))
+			f = core.ConvProj(c, prefix+l+"mlp.c_proj", f, w(l+"mlp.c_proj.weight"), w(l+"mlp.c_proj.bias"))
+			x = Add(x, core.Dropout(c, f, cfg.ResidPdrop, training))
+			return x
+		})
 	}
 	_ = E
 	return core.LayerNorm(x, w("ln_f.weight"), w("ln_f.bias"), cfg.LayerNormEpsilon), cache

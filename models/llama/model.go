@@ -147,24 +147,28 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 	}
 	nh, kv, hd := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim
 	for i := range cfg.NumHiddenLayers {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		a := core.RMSNorm(x, w(p+"input_layernorm.weight"), cfg.RMSNormEps)
-		q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias", cfg.QKVBias())), nh, hd)
-		k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias", cfg.QKVBias())), kv, hd)
-		v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias", cfg.QKVBias())), kv, hd)
-		q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
-		if cache != nil {
-			k, v = cache.UpdateCache(i, k, v, offset)
-		}
-		att := core.Attention(c, q, k, v, core.AttentionOpts{
-			ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(cfg.LayerWindows[i]),
-			DropP: cfg.AttentionDropout, Training: training,
+		// One decoder layer, the unit HF's gradient_checkpointing recomputes (core.RecomputedLayer).
+		x = core.RecomputedLayer(c, x, func(x *Node) *Node {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			a := core.RMSNorm(x, w(p+"input_layernorm.weight"), cfg.RMSNormEps)
+			q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias", cfg.QKVBias())), nh, hd)
+			k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias", cfg.QKVBias())), kv, hd)
+			v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias", cfg.QKVBias())), kv, hd)
+			q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
+			if cache != nil {
+				k, v = cache.UpdateCache(i, k, v, offset)
+			}
+			att := core.Attention(c, q, k, v, core.AttentionOpts{
+				ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(cfg.LayerWindows[i]),
+				DropP: cfg.AttentionDropout, Training: training,
+			})
+			x = Add(x, core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias", cfg.OBias())))
+			f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), cfg.RMSNormEps)
+			gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), opt(p+"mlp.gate_proj.bias", cfg.MLPBias)))
+			up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), opt(p+"mlp.up_proj.bias", cfg.MLPBias))
+			x = Add(x, core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), opt(p+"mlp.down_proj.bias", cfg.MLPBias)))
+			return x
 		})
-		x = Add(x, core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias", cfg.OBias())))
-		f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), cfg.RMSNormEps)
-		gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), opt(p+"mlp.gate_proj.bias", cfg.MLPBias)))
-		up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), opt(p+"mlp.up_proj.bias", cfg.MLPBias))
-		x = Add(x, core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), opt(p+"mlp.down_proj.bias", cfg.MLPBias)))
 	}
 	return core.RMSNorm(x, w("model.norm.weight"), cfg.RMSNormEps)
 }

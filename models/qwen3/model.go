@@ -175,28 +175,32 @@ func (m *Model) body(c *mlctx.Context, ids, mask, positionIDs *Node, training bo
 	nh, kv, hd := cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim
 	eps := cfg.RMSNormEps
 	for i := range cfg.NumHiddenLayers {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		a := core.RMSNorm(x, w(p+"input_layernorm.weight"), eps)
-		q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias")), nh, hd)
-		k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias")), kv, hd)
-		v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias")), kv, hd)
-		// Qwen3's per-head RMSNorm: one [head_dim] weight shared by every head, over each head's
-		// last axis, before the rotary embedding.
-		q = core.RMSNorm(q, w(p+"self_attn.q_norm.weight"), eps)
-		k = core.RMSNorm(k, w(p+"self_attn.k_norm.weight"), eps)
-		q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
-		if cache != nil {
-			k, v = cache.UpdateCache(i, k, v, offset)
-		}
-		att := core.Attention(c, q, k, v, core.AttentionOpts{
-			ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(windows[i]),
-			DropP: cfg.AttentionDropout, Training: training,
+		// One Qwen3DecoderLayer, the unit HF's gradient_checkpointing recomputes (core.RecomputedLayer).
+		x = core.RecomputedLayer(c, x, func(x *Node) *Node {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			a := core.RMSNorm(x, w(p+"input_layernorm.weight"), eps)
+			q := core.Heads(core.Proj(c, p+"self_attn.q_proj", a, w(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias")), nh, hd)
+			k := core.Heads(core.Proj(c, p+"self_attn.k_proj", a, w(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias")), kv, hd)
+			v := core.Heads(core.Proj(c, p+"self_attn.v_proj", a, w(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias")), kv, hd)
+			// Qwen3's per-head RMSNorm: one [head_dim] weight shared by every head, over each head's
+			// last axis, before the rotary embedding.
+			q = core.RMSNorm(q, w(p+"self_attn.q_norm.weight"), eps)
+			k = core.RMSNorm(k, w(p+"self_attn.k_norm.weight"), eps)
+			q, k = applyRotary(q, cos, sin), applyRotary(k, cos, sin)
+			if cache != nil {
+				k, v = cache.UpdateCache(i, k, v, offset)
+			}
+			att := core.Attention(c, q, k, v, core.AttentionOpts{
+				ScaleMul: math.Pow(float64(hd), -0.5), Allowed: maskFor(windows[i]),
+				DropP: cfg.AttentionDropout, Training: training,
+			})
+			x = Add(x, core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias")))
+			f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), eps)
+			gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), nil))
+			up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), nil)
+			x = Add(x, core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), nil))
+			return x
 		})
-		x = Add(x, core.Proj(c, p+"self_attn.o_proj", att, w(p+"self_attn.o_proj.weight"), opt(p+"self_attn.o_proj.bias")))
-		f := core.RMSNorm(x, w(p+"post_attention_layernorm.weight"), eps)
-		gate := act(core.Proj(c, p+"mlp.gate_proj", f, w(p+"mlp.gate_proj.weight"), nil))
-		up := core.Proj(c, p+"mlp.up_proj", f, w(p+"mlp.up_proj.weight"), nil)
-		x = Add(x, core.Proj(c, p+"mlp.down_proj", Mul(gate, up), w(p+"mlp.down_proj.weight"), nil))
 	}
 	return core.RMSNorm(x, w("model.norm.weight"), eps)
 }

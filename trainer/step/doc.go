@@ -59,6 +59,19 @@
 // tensor for checkpoints (stage.go), gathering each tensor's shards straight into the caller's
 // buffer. ImportState takes whole tensors, sharded for the stepper's mesh at its first step.
 //
+// Config.GradientCheckpointing (HF's gradient_checkpointing) builds the training programs with
+// models.Checkpoints: every decoder layer keeps only its input through the forward pass and is
+// rebuilt in the backward pass, which is then differentiated layer by layer; losses, gradients and
+// parameters are bitwise those without it. On a plugin under FSDP the rebuilt layers also read
+// their weights through the checkpoint's opaque identity, so XLA gathers each layer again instead
+// of keeping every layer's gathered weights from the forward pass (docs/fsdp.md).
+//
+// Parameters of a half-precision dtype (a model loaded with torch_dtype bfloat16) keep AdamW's
+// moments in their dtype and are updated with torch's roundings (lowprec.go); float32 parameters
+// (mixed precision's masters included) keep float32 moments. Under FSDP a models.Frozen model's
+// frozen base is sharded like the parameters (fsdp_frozen.go) and gathered with them, never
+// reduced: it has no gradient on any path.
+//
 // A program's leading inputs are input_ids, attention_mask, an optional fourth — position_ids of a
 // packed causal batch (data.PackBFD), token_type_ids of a classifier's; a causal LM's programs take
 // no token types and a classifier refuses position ids — and labels (batchInputs, splitBatch). A

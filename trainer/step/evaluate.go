@@ -87,6 +87,13 @@ func (s *Stepper) DispatchEval(ctx context.Context, b *data.Batch) (p *EvalPendi
 		if err != nil {
 			return fmt.Errorf("evaluation: %w", err)
 		}
+		// The one-device program merged a sharded frozen base on device 0 (fsdp_frozen.go).
+		if err := s.dropMergedFrozen(); err != nil {
+			for _, t := range outs {
+				t.FinalizeAll()
+			}
+			return fmt.Errorf("evaluation: %w", err)
+		}
 		// Every device returns the same (replicated) results: device 0's are kept.
 		per := len(outs) / len(devices)
 		for _, t := range outs[per:] {

@@ -44,6 +44,10 @@ type fsdpPlan struct {
 	// idx holds, per replica and on its device, the replica's fsdp coordinate (int32 scalar):
 	// where its shard starts is idx × the shard's size. GoMLX has no replica-id operation.
 	idx []*tensors.Tensor
+	// frozen are a models.Frozen model's frozen parameters (a LoRA adapter's base), laid out by
+	// the same rule (fsdp_frozen.go): the programs gather the sharded ones for the forward and
+	// backward pass and never update them, so they have no gradient and no optimizer state.
+	frozen []frozenParam
 }
 
 // newFSDPPlan validates cfg for the stepper's parameters and lays them out.
@@ -67,22 +71,34 @@ func (s *Stepper) newFSDPPlan(cfg FSDP) (*fsdpPlan, error) {
 	}
 	f := &fsdpPlan{cfg: cfg, mesh: mesh}
 	for _, p := range s.params {
-		l, err := shard.Choose(p.Name, p.Shape, cfg.Shard, cfg.MinNumParams)
+		l, spec, err := f.layout(p.Name, p.Shape)
 		if err != nil {
-			return nil, fmt.Errorf("step.Config.FSDP: %w", err)
-		}
-		axes := make([]distributed.AxisSpec, len(p.Shape))
-		if l.Sharded() {
-			axes[l.Dim] = distributed.AxisSpec{FSDPAxis}
-		}
-		spec, err := distributed.NewShardingSpec(mesh, axes...)
-		if err != nil {
-			return nil, fmt.Errorf("step.Config.FSDP: %s: %w", p.Name, err)
+			return nil, err
 		}
 		f.layouts = append(f.layouts, l)
 		f.specs = append(f.specs, spec)
 	}
+	if err := s.planFrozen(f); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// layout is internal/shard's layout of a tensor over the plan's fsdp axis and its sharding spec.
+func (f *fsdpPlan) layout(name string, shape []int) (shard.Layout, *distributed.ShardingSpec, error) {
+	l, err := shard.Choose(name, shape, f.cfg.Shard, f.cfg.MinNumParams)
+	if err != nil {
+		return shard.Layout{}, nil, fmt.Errorf("step.Config.FSDP: %w", err)
+	}
+	axes := make([]distributed.AxisSpec, len(shape))
+	if l.Sharded() {
+		axes[l.Dim] = distributed.AxisSpec{FSDPAxis}
+	}
+	spec, err := distributed.NewShardingSpec(f.mesh, axes...)
+	if err != nil {
+		return shard.Layout{}, nil, fmt.Errorf("step.Config.FSDP: %s: %w", name, err)
+	}
+	return l, spec, nil
 }
 
 // shardVariables gives every parameter and its optimizer state its sharding spec (stateSpec), so
@@ -105,7 +121,7 @@ func (s *Stepper) shardVariables() error {
 			}
 		}
 	}
-	return nil
+	return s.shardFrozen()
 }
 
 // stateSpec is the sharding spec of optimizer state st of a parameter laid out as l (spec its
@@ -149,6 +165,10 @@ func (s *Stepper) readyFSDP() error {
 	f := s.fsdp
 	if have := s.rt.NumDevices(); s.cfg.NumReplicas > have {
 		return fmt.Errorf("step.Config.NumReplicas: %d replicas, but the runtime has %d devices (xla.Config.NumDevices)", s.cfg.NumReplicas, have)
+	}
+	// The frozen base is split first: the whole values go, so no device keeps the whole base.
+	if err := s.splitFrozen(); err != nil {
+		return err
 	}
 	if s.auto {
 		s.autoExec(s.grad)
@@ -236,22 +256,35 @@ func ones(n int) []int {
 	return out
 }
 
-// gatherParams makes every sharded parameter whole for the model's forward and backward pass:
+// gatherParams makes every sharded parameter — trained or frozen — whole for the model's forward
+// and backward pass:
 // each replica puts its shard in its row of an [n, shard…] tensor of zeros (spread), and one
 // all-reduce (sum) over the fsdp group — the devices that share a data coordinate — fills every
 // row; the rows joined are the whole tensor. That is an all-gather: GoMLX v0.26.0's graph API has
 // no all-gather (its CollectiveOps is AllReduce only), and adding zeros is exact, so every
 // replica gets bitwise the whole tensor, deterministically (gotpu's backend reduces in group
-// order). The variables' graph values become the whole tensors; the shards are returned, to be
-// restored before the optimizer (restoreShards).
+// order). The variables' graph values become the whole tensors; the shards are returned (the
+// trained parameters', then the frozen ones'), to be restored before the optimizer
+// (restoreShards). A frozen weight of another dtype than float32 (a bfloat16 base) is gathered as
+// float32 and converted back, both exact, so it takes the backend's native row gather too.
 func (s *Stepper) gatherParams(c *mlctx.Context, g *Graph, idx *Node) []*Node {
-	shards := make([]*Node, len(s.params))
+	vars := make([]*mlctx.Variable, 0, len(s.params)+len(s.fsdp.frozen))
+	layouts := make([]shard.Layout, 0, cap(vars))
+	for i, p := range s.params {
+		vars = append(vars, s.variable(c, p))
+		layouts = append(layouts, s.fsdp.layouts[i])
+	}
+	for _, fp := range s.fsdp.frozen {
+		vars = append(vars, fp.v)
+		layouts = append(layouts, fp.layout)
+	}
+	shards := make([]*Node, len(vars))
 	var placed []*Node
 	var which []int
-	for i, p := range s.params {
-		shards[i] = s.variable(c, p).ValueGraph(g)
-		if l := s.fsdp.layouts[i]; l.Sharded() {
-			placed = append(placed, spread(shards[i], l, idx))
+	for i, v := range vars {
+		shards[i] = v.ValueGraph(g)
+		if l := layouts[i]; l.Sharded() {
+			placed = append(placed, spread(ConvertDType(shards[i], dtypes.Float32), l, idx))
 			which = append(which, i)
 		}
 	}
@@ -260,15 +293,20 @@ func (s *Stepper) gatherParams(c *mlctx.Context, g *Graph, idx *Node) []*Node {
 	}
 	gathered := g.Distributed().Along(FSDPAxis).AllReduce(placed, backends.ReduceOpSum)
 	for k, i := range which {
-		s.variable(c, s.params[i]).SetValueGraph(joinRows(gathered[k], s.fsdp.layouts[i]))
+		vars[i].SetValueGraph(ConvertDType(joinRows(gathered[k], layouts[i]), shards[i].DType()))
 	}
 	return shards
 }
 
-// restoreShards makes the parameters' graph values their shards again (unchanged variables).
+// restoreShards makes the parameters' graph values (trained, then frozen: gatherParams) their
+// shards again, so no frozen variable is an output of the program and the trained ones are
+// updated from their shards.
 func (s *Stepper) restoreShards(c *mlctx.Context, shards []*Node) {
 	for i, p := range s.params {
 		s.variable(c, p).SetValueGraph(shards[i])
+	}
+	for j, fp := range s.fsdp.frozen {
+		fp.v.SetValueGraph(shards[len(s.params)+j])
 	}
 }
 

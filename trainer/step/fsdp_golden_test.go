@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotpu/gotpu/internal/shard"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -47,11 +48,11 @@ func checkFSDPStep(m *xla.HLOModule, s *Stepper, batchArgs int) []error {
 			bad("batch argument %s: sharding %v, want its first dimension over [%s %s]", m.Args[i], sh, DataAxis, FSDPAxis)
 		}
 	}
-	want := func(name string, sh interface {
+	type sharding = interface {
 		Axes(int) []string
 		IsReplicated() bool
-	}, isNil bool, i int) {
-		l := f.layouts[i]
+	}
+	wantLayout := func(name string, sh sharding, isNil bool, l shard.Layout) {
 		switch {
 		case isNil:
 			bad("%s: no sharding annotation", name)
@@ -66,6 +67,7 @@ func checkFSDPStep(m *xla.HLOModule, s *Stepper, batchArgs int) []error {
 			}
 		}
 	}
+	want := func(name string, sh sharding, isNil bool, i int) { wantLayout(name, sh, isNil, f.layouts[i]) }
 	c := s.model.Context()
 	argVars := map[string]int{} // variable parameter name → parameter index
 	for i, p := range s.params {
@@ -83,10 +85,22 @@ func checkFSDPStep(m *xla.HLOModule, s *Stepper, batchArgs int) []error {
 			argVars[n] = i
 		}
 	}
+	// A frozen parameter (a LoRA adapter's base) is an argument with its layout, like a trained
+	// one, and never a result: the program does not update it.
+	frozen := map[string]bool{}
+	for _, fp := range f.frozen {
+		n := fp.v.ParameterName()
+		frozen[n] = true
+		if k := m.ArgIndex(n); k < 0 {
+			bad("frozen %s: not an argument of the program", n)
+		} else {
+			wantLayout("frozen "+n, m.ArgShardings[k], m.ArgShardings[k] == nil, fp.layout)
+		}
+	}
 	// Updated variables are returned first, in the context's variable order (xla.StableHLOContext).
 	var updated []string
 	for v := range c.IterVariables() {
-		if m.ArgIndex(v.ParameterName()) >= 0 {
+		if m.ArgIndex(v.ParameterName()) >= 0 && !frozen[v.ParameterName()] {
 			updated = append(updated, v.ParameterName())
 		}
 	}

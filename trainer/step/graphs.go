@@ -69,6 +69,14 @@ func (s *Stepper) replicaGradients(c *mlctx.Context, b models.Batch) (sum, terms
 	b.Training = true
 	b.LabelSmoothing, b.NEFTuneAlpha = s.cfg.LabelSmoothing, s.cfg.NEFTuneAlpha
 	s.mixedPrecision(c, b.InputIDs.Graph())
+	var cp *models.Checkpoints // nil: graph.Gradient over the whole program
+	if s.cfg.GradientCheckpointing {
+		cp = models.EnableCheckpointing(c, b.InputIDs.Graph())
+		// On a plugin the weights are sharded by XLA's partitioner: rebuilt layers gather theirs
+		// again rather than keeping the forward pass's gathered copies (gotpu's backend gathers
+		// every weight once per step, before the model runs).
+		cp.SetRegatherWeights(s.auto && s.fsdp != nil && s.fsdp.cfg.Shard > 1)
+	}
 	loss, _ := s.model.Forward(c, b)
 	g := loss.Graph()
 	terms = s.lossTerms(b.Labels)
@@ -79,7 +87,7 @@ func (s *Stepper) replicaGradients(c *mlctx.Context, b models.Batch) (sum, terms
 	for i, prm := range s.params {
 		wrt[i] = s.variable(c, prm).ValueGraph(g)
 	}
-	grads = Gradient(sum, wrt...)
+	grads = cp.Gradients(sum, wrt...)
 	for i, gr := range grads {
 		grads[i] = ConvertDType(gr, dtypes.Float32)
 	}
@@ -128,32 +136,57 @@ func (s *Stepper) update(c *mlctx.Context, sums []*Node, count *Node, sc updateS
 		return out
 	}
 	grads := mean(sums)
-	if wholeSums != nil {
-		norm = Sqrt(s.wholeSumSq(g, mean(wholeSums)))
-	} else {
+	// Gradients of bf16 (float16) parameters are rounded to their dtype, as torch's are
+	// (lowprec.go); float32 parameters' programs are unchanged.
+	s.roundGrads(c, grads)
+	low := s.commonLowPrecision(c)
+	switch {
+	case wholeSums != nil:
+		whole := mean(wholeSums)
+		s.roundGrads(c, whole)
+		norm = s.lowPrecisionNorm(g, whole, low, true)
+	case low != dtypes.InvalidDType:
+		norm = s.lowPrecisionNorm(g, grads, low, false)
+	default:
 		norm = Sqrt(s.gradSumSq(g, grads))
 	}
-	finite = LogicalAnd(IsFinite(norm), allow)
-	if maxNorm := s.cfg.Optimizer.MaxGradNorm; maxNorm > 0 {
-		// torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), clamped to 1.
-		coef := Min(Div(Scalar(g, dtypes.Float32, maxNorm), AddScalar(norm, 1e-6)), Scalar(g, dtypes.Float32, 1))
-		for i := range grads {
-			grads[i] = Mul(grads[i], coef)
+	if low != dtypes.InvalidDType {
+		norm = clipLowPrecision(norm, grads, s.cfg.Optimizer.MaxGradNorm, low)
+		finite = LogicalAnd(IsFinite(norm), allow)
+	} else {
+		finite = LogicalAnd(IsFinite(norm), allow)
+		if maxNorm := s.cfg.Optimizer.MaxGradNorm; maxNorm > 0 {
+			// torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), clamped to 1.
+			coef := Min(Div(Scalar(g, dtypes.Float32, maxNorm), AddScalar(norm, 1e-6)), Scalar(g, dtypes.Float32, 1))
+			for i, prm := range s.params {
+				grads[i] = Mul(grads[i], coef)
+				if dt := s.variable(c, prm).Shape().DType; lowPrecision(dt) {
+					grads[i] = roundTo(grads[i], dt) // torch's in-place mul_ of a bf16 gradient
+				}
+			}
 		}
 	}
 	for i, prm := range s.params {
 		v := s.variable(c, prm)
 		x := v.ValueGraph(g)
-		xf := ConvertDType(x, dtypes.Float32)
 		d := sc.decay
 		if prm.NoDecay || s.cfg.Optimizer.WeightDecay == 0 {
 			d = Scalar(g, dtypes.Float32, 1)
 		}
 		var nx *Node
-		if s.cfg.Optimizer.Name == "adamw" {
-			nx = s.adamw(c, prm, xf, grads[i], d, sc.a, sc.b, sc.c, finite)
-		} else {
-			nx = s.adafactor(c, prm, xf, grads[i], d, sc.lr, sc.b, finite)
+		switch {
+		case s.cfg.Optimizer.Name == "adamw" && lowPrecision(x.DType()):
+			// State in the parameter's dtype, torch's rounding points (lowprec.go).
+			nx = s.adamwLowPrecision(c, prm, x, grads[i], d, sc.a, sc.b, sc.c, finite)
+		case s.cfg.Optimizer.Name == "adamw":
+			nx = s.adamw(c, prm, ConvertDType(x, dtypes.Float32), grads[i], d, sc.a, sc.b, sc.c, finite)
+		default:
+			// transformers' Adafactor upcasts a bf16 parameter and its gradient to float32, keeps
+			// its state in float32 and copies the result back (p.copy_: rounded to nearest even).
+			nx = s.adafactor(c, prm, ConvertDType(x, dtypes.Float32), grads[i], d, sc.lr, sc.b, finite)
+			if lowPrecision(x.DType()) {
+				nx = roundTo(nx, x.DType())
+			}
 		}
 		v.SetValueGraph(Where(finite, ConvertDType(nx, x.DType()), x))
 	}

@@ -120,7 +120,7 @@ func (src *StateSource) Stage(ctx context.Context, part, i int, dst []byte) (err
 		if err := stageVariable(v, dst); err != nil {
 			return fmt.Errorf("step: staging %s: %w", t.Name, err)
 		}
-		if part == PartParams && t.DType == dtypes.Float32 && !finite(HostTensor{DType: t.DType, Bytes: dst}) {
+		if part == PartParams && !finite(HostTensor{DType: t.DType, Bytes: dst}) {
 			return fmt.Errorf("step: parameter %s is not finite", t.Name)
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/gotpu/gotpu/internal/safetensors"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -146,6 +147,9 @@ func (s *Stepper) ImportState(st State) (err error) {
 			if !ok {
 				return fmt.Errorf("step.ImportState: optimizer state %s is missing (saved with another optimizer?)", key)
 			}
+			if h, err = castState(h, ss.shape.DType); err != nil {
+				return err
+			}
 			sets = append(sets, set{c.GetVariableByScopeAndName(optimizerScope(ss.kind, p), p.Var()), h})
 			delete(opt, key)
 		}
@@ -247,19 +251,70 @@ func deviceless(h HostTensor) (*tensors.Tensor, error) {
 	return t, nil
 }
 
-// finite reports whether a float32 tensor holds only finite values (other dtypes: true).
+// finite reports whether a float32, bfloat16 or float16 tensor holds only finite values (other
+// dtypes: true): a value is not finite when its exponent bits are all ones.
 func finite(h HostTensor) bool {
-	if h.DType != dtypes.Float32 {
-		return true
-	}
-	for i := 0; i+4 <= len(h.Bytes); i += 4 {
-		bits := uint32(h.Bytes[i]) | uint32(h.Bytes[i+1])<<8 | uint32(h.Bytes[i+2])<<16 | uint32(h.Bytes[i+3])<<24
-		f := math.Float32frombits(bits)
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return false
+	switch h.DType {
+	case dtypes.Float32:
+		for i := 0; i+4 <= len(h.Bytes); i += 4 {
+			bits := uint32(h.Bytes[i]) | uint32(h.Bytes[i+1])<<8 | uint32(h.Bytes[i+2])<<16 | uint32(h.Bytes[i+3])<<24
+			f := math.Float32frombits(bits)
+			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				return false
+			}
+		}
+	case dtypes.BFloat16, dtypes.Float16:
+		exp := uint16(0x7f80) // bfloat16: 8 exponent bits
+		if h.DType == dtypes.Float16 {
+			exp = 0x7c00 // float16: 5
+		}
+		for i := 0; i+2 <= len(h.Bytes); i += 2 {
+			if (uint16(h.Bytes[i])|uint16(h.Bytes[i+1])<<8)&exp == exp {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// castState converts saved optimizer state h to dtype want when both are floating-point dtypes
+// of the same size in elements, as torch's Optimizer.load_state_dict casts a state tensor to its
+// parameter's dtype: a checkpoint whose AdamW state is float32 (saved by a gotpu that kept the
+// state of bf16 parameters in float32) resumes with bf16 state, rounded to nearest even, and the
+// other way round. Other mismatches are left to checkShape's error.
+func castState(h HostTensor, want dtypes.DType) (HostTensor, error) {
+	from, ok1 := fileFloat(h.DType)
+	to, ok2 := fileFloat(want)
+	if h.DType == want || !ok1 || !ok2 {
+		return h, nil
+	}
+	n := 1
+	for _, d := range h.Shape {
+		n *= d
+	}
+	vals := make([]float32, n)
+	if err := safetensors.DecodeFloat32(from, h.Bytes, vals); err != nil {
+		return HostTensor{}, fmt.Errorf("step.ImportState: %s: %w", h.Name, err)
+	}
+	b, err := safetensors.EncodeFloat32(to, vals)
+	if err != nil {
+		return HostTensor{}, fmt.Errorf("step.ImportState: %s: %w", h.Name, err)
+	}
+	h.DType, h.Bytes = want, b
+	return h, nil
+}
+
+// fileFloat maps the floating-point dtypes castState converts between to safetensors'.
+func fileFloat(d dtypes.DType) (safetensors.DType, bool) {
+	switch d {
+	case dtypes.Float32:
+		return safetensors.F32, true
+	case dtypes.BFloat16:
+		return safetensors.BF16, true
+	case dtypes.Float16:
+		return safetensors.F16, true
+	}
+	return "", false
 }
 
 // wholeValue returns v's whole value. A sharded variable's shards are merged into a new tensor

@@ -44,6 +44,10 @@ type Config struct {
 	// NEFTuneAlpha is HF's neftune_noise_alpha (0: off): noise on the token embeddings in the
 	// training programs only, drawn from the model context's RNG as dropout is.
 	NEFTuneAlpha float64
+	// GradientCheckpointing is HF's gradient_checkpointing: the training programs keep each
+	// decoder layer's input only and recompute the layer's activations in the backward pass
+	// (models.Checkpoints). Losses, gradients and parameters are bitwise those without it.
+	GradientCheckpointing bool
 }
 
 // MaxWindow bounds Config.Window: the scalar table has Window² rows.
@@ -136,6 +140,14 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 				return nil, fmt.Errorf("step.New: frozen parameter %s has no variable in the model's context", p.Name)
 			}
 			s.frozen[v] = true
+		}
+	}
+	if cfg.GradientCheckpointing && m.Context().GetVariableByScopeAndName(mlctx.RootScope, mlctx.RNGStateVariableName) == nil {
+		// A recomputed layer must draw its dropout bits again from the state its forward pass
+		// started from, which must exist before the program is built (models.Checkpoints). The
+		// model's first draw would create it the same way (a random seed).
+		if err := m.Context().ResetRNGState(); err != nil {
+			return nil, err
 		}
 	}
 	if err := s.createOptimizerState(); err != nil {
@@ -270,11 +282,18 @@ type stateShape struct {
 }
 
 // stateShapes lists the optimizer variables of a parameter: AdamW's m and v; Adafactor's factored
-// row and column second moments for matrices, or a full one for vectors.
+// row and column second moments for matrices, or a full one for vectors. AdamW's moments have
+// the parameter's dtype when that is bfloat16 or float16 (torch.optim.AdamW's zeros_like(p);
+// lowprec.go), float32 otherwise; Adafactor's are float32 always (transformers' Adafactor
+// upcasts a bf16 parameter's gradient and keeps its state in float32).
 func (s *Stepper) stateShapes(p models.Param) []stateShape {
 	f32 := func(dims ...int) shapes.Shape { return shapes.Make(dtypes.Float32, dims...) }
 	if s.cfg.Optimizer.Name == "adamw" {
-		return []stateShape{{"adamw_m", f32(p.Shape...)}, {"adamw_v", f32(p.Shape...)}}
+		dt := dtypes.Float32
+		if v := s.variable(s.model.Context(), p); v != nil && lowPrecision(v.Shape().DType) {
+			dt = v.Shape().DType
+		}
+		return []stateShape{{"adamw_m", shapes.Make(dt, p.Shape...)}, {"adamw_v", shapes.Make(dt, p.Shape...)}}
 	}
 	if len(p.Shape) >= 2 {
 		d := p.Shape

@@ -28,11 +28,15 @@ func Weight(c *mlctx.Context, g *Graph, name string) *Node {
 	if v == nil {
 		panic(fmt.Errorf("model parameter %q is not in the context (scope %q, variable %q)", name, p.Scope(), p.Var()))
 	}
-	w := v.ValueGraph(g)
+	raw := v.ValueGraph(g)
+	w := raw
 	if dt, ok := c.GetGraphParam(g, ComputeDTypeParam); ok {
 		if d, ok := dt.(dtypes.DType); ok && w.DType() == dtypes.Float32 {
 			w = ConvertDType(w, d)
 		}
+	}
+	if cp := checkpointsOf(c, g); cp != nil {
+		w = cp.onWeight(raw, w) // gradient checkpointing (gradckpt.go)
 	}
 	return w
 }
