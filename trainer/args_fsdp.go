@@ -153,7 +153,7 @@ var fsdpOtherKeys = map[string]fsdpOtherKey{
 		return ok && (i == 1 || i == 2)
 	}, want: "1 or 2"},
 	"activation_checkpointing": {ok: isFalseOrNull, want: "false",
-		unsupported: "accelerate's activation checkpointing is not read from fsdp_config; set gradient_checkpointing true instead (the same recomputation of every decoder layer)"},
+		unsupported: "gotpu takes activation checkpointing from gradient_checkpointing only; set gradient_checkpointing true instead (the same recomputation of every decoder layer)"},
 	"offload_params": {ok: isFalseOrNull, want: "false",
 		unsupported: "it keeps parameters and optimizer state in device memory; remove it"},
 	"xla_fsdp_settings": {ok: func(v JSONValue) bool { return v.IsNull() || (v.Kind() == JSONObject && len(v.Object()) == 0) },
