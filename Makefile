@@ -103,6 +103,13 @@ bench: bench-pytorch bench-124m bench-jax
 # and by gotpu's pure-Go backend, each its own process, on one fixed batch: medians of BENCH_ROUNDS
 # rounds of ms/step, tokens/s, CPU s/step, first-step/compile s, peak RSS, the ratios (goal
 # gotpu-xla/jax-xla >= 0.95) and the loss trajectories. Skips without the plugin or the venv.
+.PHONY: plan-fit
+# Issue #40: gotpu plan's memory model against XLA's compiled figures for Llama-3.1-8B cut to 1, 2
+# and 4 layers on 8 XLA CPU devices (compile only; about 15 minutes). GOTPU_PLAN_FIT_OUT=FILE
+# records the figures (testdata/plan/fit/fit.py refits the coefficients from them).
+plan-fit:
+	$(GO) test -run '^$$' -bench 'PlanFitLlama8BCuts' -benchtime 1x -timeout 120m -v ./trainer
+
 .PHONY: bench-jax
 bench-jax:
 	GOTPU_BENCH_ROUNDS=$(BENCH_ROUNDS) $(GO) test -run '^$$' -bench 'XLACPUVsJAX' -benchtime 1x -timeout 120m ./trainer/step

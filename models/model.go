@@ -5,6 +5,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/gotpu/gotpu/internal/safetensors"
 	"github.com/gotpu/gotpu/models/internal/core"
 )
 
@@ -34,6 +35,10 @@ type (
 func SetComputeDType(c *context.Context, g *graph.Graph, dt dtypes.DType) {
 	c.InAbsPath("/").SetGraphParam(g, core.ComputeDTypeParam, dt)
 }
+
+// FileDTypeOf maps a GoMLX floating-point dtype (float32, bfloat16, float16) to its safetensors
+// spelling; ok is false for any other.
+func FileDTypeOf(d dtypes.DType) (st safetensors.DType, ok bool) { return core.FileDTypeOf(d) }
 
 // DefaultMaxShardSize is save_pretrained's default max_shard_size, 5 GB.
 const DefaultMaxShardSize = core.DefaultMaxShardSize

@@ -103,13 +103,13 @@ func (r planFitRecord) variant() planVariant {
 func (r planFitRecord) total() int64 { return r.Argument + r.Output - r.Alias + r.Temp + r.Code }
 
 // planFitRecorded is the compiler's figures the planner was fitted on
-// (TestPlanFitLlama8BCutsOnXLACPU with GOTPU_PLAN_FIT_OUT).
+// (BenchmarkPlanFitLlama8BCuts with GOTPU_PLAN_FIT_OUT).
 const planFitRecorded = "../testdata/plan/fit/llama3.1-8b-cuts.json"
 
 // TestPlanMatchesRecordedCompilerFigures checks the planner against XLA's compiled memory
 // figures recorded for Llama-3.1-8B cut to 1, 2 and 4 layers on 8 XLA CPU devices (± FSDP,
 // ± LoRA r 16 all-linear, ± gradient checkpointing, float32 or bf16 base; the record of
-// TestPlanFitLlama8BCutsOnXLACPU): every total within 10%. It prints the planner-vs-compiler
+// BenchmarkPlanFitLlama8BCuts): every total within 10%. It prints the planner-vs-compiler
 // table of docs/memory-plan.md.
 func TestPlanMatchesRecordedCompilerFigures(t *testing.T) {
 	b, err := os.ReadFile(planFitRecorded)

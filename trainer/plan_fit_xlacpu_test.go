@@ -33,20 +33,18 @@ var planFitVariants = []planVariant{
 	{batch: 1, block: 256},
 }
 
-// TestPlanFitLlama8BCutsOnXLACPU compiles (without running) the train step of cut-down versions of
+// BenchmarkPlanFitLlama8BCuts compiles (without running) the train step of cut-down versions of
 // Llama-3.1-8B (its widths and vocabulary, 1, 2 and 4 layers) on 8 devices of XLA's CPU plugin
 // and prints the compiler's figures next to the planner's: the data the planner's memory model
-// (plan_xla.go) is fitted on. Slow (tens of minutes on two cores: run it with -timeout 90m); it
-// runs with GOTPU_PLAN_FIT=1 (GOTPU_PLAN_FIT=quick: one variant per layer count;
+// (plan_xla.go) is fitted on. It is a benchmark, not a test, because it takes tens of minutes on
+// two cores: `make plan-fit` runs it (GOTPU_PLAN_FIT=quick: one variant per layer count;
 // GOTPU_PLAN_FIT_ONLY=substring keeps the variants whose name has it). GOTPU_PLAN_FIT_OUT=FILE
 // writes the compiler's figures as JSON: testdata/plan/fit/llama3.1-8b-cuts.json is such a file,
 // which TestPlanMatchesRecordedCompilerFigures checks the planner against on every run. It fails
 // when a total is off by more than 10%.
-func TestPlanFitLlama8BCutsOnXLACPU(t *testing.T) {
+func BenchmarkPlanFitLlama8BCuts(b *testing.B) {
+	var t testing.TB = b
 	mode := os.Getenv("GOTPU_PLAN_FIT")
-	if mode == "" {
-		t.Skip("set GOTPU_PLAN_FIT=1 to fit the planner against the compiler (tens of minutes)")
-	}
 	rt := pjrttest.OpenCPUPlugin(t, 8)
 	dir := t.TempDir()
 	var variants []planVariant
@@ -83,8 +81,8 @@ func TestPlanFitLlama8BCutsOnXLACPU(t *testing.T) {
 			Alias: m.Alias, Temp: m.Temp, Code: m.GeneratedCode, Seconds: c.Seconds})
 		if out := os.Getenv("GOTPU_PLAN_FIT_OUT"); out != "" {
 			// Written after every variant, so an interrupted run keeps what it measured.
-			b, _ := json.MarshalIndent(records, "", "  ")
-			if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+			js, _ := json.MarshalIndent(records, "", "  ")
+			if err := os.WriteFile(out, append(js, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,8 +7,8 @@ import (
 
 // The step's transients as XLA compiles them (the compiled program's temp buffers), per device:
 // a model fitted to XLA's compiled memory figures of gotpu's train step on 8 XLA CPU devices, for
-// Llama-3.1-8B's widths and vocabulary cut to 1, 2 and 4 layers (TestPlanFitLlama8BCutsOnXLACPU
-// with GOTPU_PLAN_FIT=1 measures them; testdata/plan/fit/llama3.1-8b-cuts.json records them;
+// Llama-3.1-8B's widths and vocabulary cut to 1, 2 and 4 layers (BenchmarkPlanFitLlama8BCuts
+// measures them (`make plan-fit`); testdata/plan/fit/llama3.1-8b-cuts.json records them;
 // TestPlanMatchesRecordedCompilerFigures checks this model against the record; docs/memory-plan.md
 // has the table). What the compiled programs show:
 //
@@ -52,7 +52,7 @@ type xlaCoef struct {
 }
 
 // xlaFit are the fitted coefficients, as testdata/plan/fit/fit.py prints them from
-// testdata/plan/fit/llama3.1-8b-cuts.json (GOTPU_PLAN_FIT=1 GOTPU_PLAN_FIT_OUT=… records it).
+// testdata/plan/fit/llama3.1-8b-cuts.json (`GOTPU_PLAN_FIT_OUT=… make plan-fit` records it).
 var xlaFit = map[xlaClass]xlaCoef{
 	{fsdp: true}:                            {head: -0.0988, logits: 6.2485, layerW: 0.9455, layerTok: 5.1285},
 	{fsdp: true, ckpt: true}:                {head: -0.1222, logits: 3.7912, layerW: 0.4617, layerTok: 0.0000},

@@ -13,6 +13,7 @@ import (
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/gotpu/gotpu/internal/safetensors"
+	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -283,8 +284,8 @@ func finite(h HostTensor) bool {
 // state of bf16 parameters in float32) resumes with bf16 state, rounded to nearest even, and the
 // other way round. Other mismatches are left to checkShape's error.
 func castState(h HostTensor, want dtypes.DType) (HostTensor, error) {
-	from, ok1 := fileFloat(h.DType)
-	to, ok2 := fileFloat(want)
+	from, ok1 := models.FileDTypeOf(h.DType)
+	to, ok2 := models.FileDTypeOf(want)
 	if h.DType == want || !ok1 || !ok2 {
 		return h, nil
 	}
@@ -302,19 +303,6 @@ func castState(h HostTensor, want dtypes.DType) (HostTensor, error) {
 	}
 	h.DType, h.Bytes = want, b
 	return h, nil
-}
-
-// fileFloat maps the floating-point dtypes castState converts between to safetensors'.
-func fileFloat(d dtypes.DType) (safetensors.DType, bool) {
-	switch d {
-	case dtypes.Float32:
-		return safetensors.F32, true
-	case dtypes.BFloat16:
-		return safetensors.BF16, true
-	case dtypes.Float16:
-		return safetensors.F16, true
-	}
-	return "", false
 }
 
 // wholeValue returns v's whole value. A sharded variable's shards are merged into a new tensor

@@ -2,8 +2,7 @@
 """Fits trainer/plan_xla.go's coefficients (xlaFit) on XLA's compiled memory figures.
 
 Input: llama3.1-8b-cuts.json, written by
-  GOTPU_PLAN_FIT=1 GOTPU_PLAN_FIT_OUT=$PWD/testdata/plan/fit/llama3.1-8b-cuts.json \
-    go test -count=1 -timeout 120m -run TestPlanFitLlama8BCutsOnXLACPU -v ./trainer/
+  GOTPU_PLAN_FIT_OUT=$PWD/testdata/plan/fit/llama3.1-8b-cuts.json make plan-fit
 (Llama-3.1-8B's widths and vocabulary cut to 1, 2 and 4 layers, compiled without running on 8
 XLA CPU devices). Output: the xlaFit map literal and each variant's temp against the model.
 
