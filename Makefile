@@ -14,7 +14,7 @@ help:
 	@echo "  make demo       the main job: train a small GPT-2 on Go's own sources on the embedded pure-Go backend"
 	@echo "  make test       everything CI checks: gofmt, go vet (all build tags), go test, go test -race, noxla build"
 	@echo "  make test-race  go test -race ./..."
-	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, gradient checkpointing's memory, loader overlap, checkpoint save vs disk, tokenizer vs HF"
+	@echo "  make bench      benchmarks: gotpu CPU backend vs simplego vs PyTorch, training steps, stock vs gotpu gradients, heap, replicas, fsdp vs data parallel, gradient checkpointing's memory, loader overlap, checkpoint save vs disk, tokenizer vs HF, start cost (compile, cache load) per backend"
 	@echo "  make bench-pytorch  only the first: tokens/s of gotpu's CPU backend, simplego and PyTorch on the benchmark GPT-2, and the ratios"
 	@echo "  make bench-jax  GPT-2 124M steps on XLA's CPU plugin through gotpu vs JAX on XLA CPU vs gotpu's backend (scripts/setup-jax-bench.sh first)"
 	@echo "  make bench-124m only the second: GPT-2 124M steps, gotpu float32/bf16 vs PyTorch float32/bf16 autocast: ms/step, tokens/s, peak RSS, FMA peak (~15 min)"
@@ -95,6 +95,7 @@ bench: bench-pytorch bench-124m bench-jax
 	$(GO) test -run '^$$' -bench BenchmarkSave -benchtime 1x ./checkpoint
 	$(GO) test -run '^$$' -bench BenchmarkCheckpointBlocking -benchtime 1x ./trainer
 	$(GO) test -run '^$$' -bench LoRAvsFull -benchtime 1x -timeout 30m ./trainer
+	$(GO) test -run '^$$' -bench StartCost -benchtime 1x -timeout 30m ./trainer/step
 	data/tokenizer/bench/compare.sh
 
 # Issue #37's comparison against the same compiler: GPT-2 124M float32 (bench-124m's model, step and

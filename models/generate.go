@@ -184,6 +184,7 @@ func Generate(ctx stdctx.Context, rt *xla.Runtime, m CausalLM, prompt []int, opt
 	if err != nil {
 		return nil, err
 	}
+	exec.WithName("gotpu_generate") // the program's name in XLA dumps and the compilation cache
 	defer exec.Finalize()
 	cache := make([]*tensors.Tensor, 2*dims.Layers)
 	for i := range cache {

@@ -366,6 +366,7 @@ func (s *scorer) exec(hasLabels bool) (*mlctx.Exec, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.WithName("gotpu_score") // the program's name in XLA dumps and the compilation cache
 	s.execs[hasLabels] = e
 	return e, nil
 }

@@ -127,6 +127,10 @@ if [ -z "${WORK:-}" ]; then
   trap 'rm -rf "$WORK"' EXIT
 fi
 mkdir -p "$WORK"
+# The check measures compiles (compile time, one compile per batch size tried): gotpu's
+# persistent compilation cache, on by default for PJRT devices, would answer them from an
+# earlier run. Off unless the caller sets it.
+export GOTPU_COMPILATION_CACHE_DIR=${GOTPU_COMPILATION_CACHE_DIR:-off}
 
 if [ "$MODE" = dry ]; then
   DEADLINE_S=${DEADLINE_S:-110}

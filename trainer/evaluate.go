@@ -30,6 +30,8 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map
 		return nil, errors.New("trainer: no evaluation data")
 	}
 	start := time.Now()
+	t.compiles.ensure(t.rt)
+	programs, compileSecs := t.stepper.Compilations()
 	size := t.args.PerDeviceEvalBatchSize * t.replicas
 	var weighted, examples float64
 	steps := 0
@@ -88,6 +90,7 @@ func (t *Trainer) evaluate(ctx context.Context, ev *Event, inTraining bool) (map
 	if err != nil {
 		return nil, err
 	}
+	t.logEvalCompiles("evaluation", programs, compileSecs) // compilelog.go
 	extra, extraKeys, err := preds.metrics(t.metricsFn, "eval")
 	if err != nil {
 		return nil, err
@@ -212,6 +215,8 @@ func (t *Trainer) Predict(ctx context.Context, ds data.Dataset) (p *Predictions,
 	defer xla.Recover(&err, "trainer.Predict")
 	var preds predictionCollector
 	var weighted, examples float64
+	t.compiles.ensure(t.rt)
+	programs, compileSecs := t.stepper.Compilations()
 	err = t.forEachEvalBatch(ctx, ds, func(b *data.Batch, _ int) error {
 		lossSum, terms, logits, err := t.stepper.Evaluate(ctx, b)
 		if err != nil {
@@ -233,6 +238,7 @@ func (t *Trainer) Predict(ctx context.Context, ds data.Dataset) (p *Predictions,
 	if err != nil {
 		return nil, err
 	}
+	t.logEvalCompiles("prediction", programs, compileSecs) // compilelog.go
 	p = &Predictions{Logits: preds.p.Predictions, Dims: preds.p.PredictionDims}
 	if examples > 0 {
 		p.Metrics = map[string]float64{"test_loss": weighted / examples}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/gotpu/gotpu/trainer/step"
@@ -79,8 +78,11 @@ func (t *Trainer) absorb(ls *loopState, results []step.Result) error {
 		if r.CompileSeconds > 0 {
 			d := time.Duration(r.CompileSeconds * float64(time.Second))
 			t.meter.AddCompile(d)
-			t.log.Info("compiled the training step in "+strconv.FormatFloat(r.CompileSeconds, 'g', 3, 64)+" s", "step", r.GlobalStep,
-				"note", "first run of a new program shape: included in this step's step_seconds")
+			attrs := []any{"step", r.GlobalStep, "note", "first run of a new program shape: included in this step's step_seconds"}
+			if c, ok := t.compiles.since(t.rt); ok { // PJRT: from the cache or compiled (compilelog.go)
+				attrs = append(attrs, t.compiles.attrs(c)...)
+			}
+			t.log.Info("compiled the training step in "+formatSeconds(r.CompileSeconds)+" s", attrs...)
 			t.logCompiledMemory(ls, r.GlobalStep)
 		}
 		t.meter.AddStep(int64(h.samples), int64(h.tokens), max(busy, 0))

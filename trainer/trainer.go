@@ -95,6 +95,8 @@ type Trainer struct {
 	lockstep  bool
 	// tokenizer is written beside the model in SaveModel and checkpoints (Options.Tokenizer).
 	tokenizer *tokenizer.Files
+	// compiles are the runtime's compile counters at the run's start and last report (compilelog.go).
+	compiles compileMarks
 }
 
 // New validates the arguments and prepares a Trainer. train and eval may be nil when unused.
@@ -406,6 +408,7 @@ func (t *Trainer) Compilations() (int, float64) { return t.stepper.Compilations(
 // Train runs the training loop. Cancelling ctx stops it after the current step.
 func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	defer xla.Recover(&err, "trainer.Train")
+	t.compiles.begin(t.rt)
 	defer func() {
 		if cerr := t.Close(); err == nil {
 			err = cerr
@@ -715,6 +718,7 @@ func (t *Trainer) Train(ctx context.Context) (out TrainOutput, err error) {
 	}
 	t.log.Info("training done", "steps", t.state.GlobalStep, "train_loss", trainLoss, "runtime_s", runtime,
 		"input_wait_s", loader.Stats().InputWaitSeconds)
+	t.logCompileSummary()
 	return TrainOutput{GlobalStep: t.state.GlobalStep, TrainingLoss: trainLoss, Metrics: metrics}, ctx.Err()
 }
 

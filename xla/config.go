@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gotpu/gotpu/xla/compilecache"
 )
 
 // Device kinds accepted by Config.Device.
@@ -58,6 +60,12 @@ type Config struct {
 	// over whole training steps and benchmarks can show the difference.
 	GoFallbackBF16 bool `json:"go_fallback_bf16,omitempty"`
 
+	// CompilationCache keeps the executables a PJRT plugin compiles on disk, so that the next
+	// start of the same program (a restart, a resume after preemption, the next job with the same
+	// shapes) loads them instead of compiling: see package compilecache. Dir "" is off. The
+	// pure-Go backend compiles nothing worth caching, so Device "go" with a Dir is refused.
+	CompilationCache compilecache.Config `json:"compilation_cache,omitzero"`
+
 	// ExecutionDelay makes every dispatched execution wait this long before it runs: a kernel
 	// made slow on purpose, for tests that show the host does not wait for the device. Zero in
 	// production.
@@ -105,6 +113,16 @@ func (c Config) Validate() error {
 	}
 	if c.ExecutionDelay < 0 {
 		return fmt.Errorf("xla.Config.ExecutionDelay: %s is negative", c.ExecutionDelay)
+	}
+	if c.CompilationCache.Dir != "" {
+		if normalizedDevice(c.Device) == DeviceGo {
+			return fmt.Errorf("xla.Config.CompilationCache.Dir: set to %q but Device is \"go\": the pure-Go backend "+
+				"compiles no PJRT executables (its compile is fusion planning, milliseconds); remove the cache "+
+				"directory or choose a PJRT device (tpu, cuda, cpu)", c.CompilationCache.Dir)
+		}
+		if err := c.CompilationCache.Validate(); err != nil {
+			return fmt.Errorf("xla.Config.CompilationCache: %w", err)
+		}
 	}
 	if c.PluginPath != "" && normalizedDevice(c.Device) == DeviceGo {
 		return fmt.Errorf("xla.Config.PluginPath: set to %q but Device is \"go\", which uses no plugin", c.PluginPath)

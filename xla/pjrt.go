@@ -4,10 +4,14 @@ package xla
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
 	"github.com/gomlx/gomlx/backends"
 	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+
+	"github.com/gotpu/gotpu/xla/compilecache"
 )
 
 // xlaCompiledIn tells whether this binary can load PJRT plugins (false with the noxla build tag).
@@ -30,6 +34,10 @@ func (r *Runtime) openPJRT(p Plugin) (err error) {
 				"for this machine?", p.Kind, p.Path, v)
 		}
 	}()
+	// Loading the plugin and hooking its compile happen under one lock, so that no other
+	// runtime uses a plugin while its table is swapped (compilehook_pjrt.go).
+	hooks.openMu.Lock()
+	defer hooks.openMu.Unlock()
 	b, err := gomlxxla.NewWithOptions(p.Path, clientOptions(p.Kind, r.cfg.NumDevices))
 	if err != nil {
 		return fmt.Errorf("xla.Open: loading the %s PJRT plugin %s: %w", p.Kind, p.Path, err)
@@ -42,6 +50,42 @@ func (r *Runtime) openPJRT(p Plugin) (err error) {
 		b.Finalize()
 		return err
 	}
+	if err := r.hookCompile(b, p); err != nil {
+		b.Finalize()
+		return err
+	}
+	return nil
+}
+
+// hookCompile registers the runtime's client with the compile hook: compile figures always, and
+// the persistent cache when Config.CompilationCache.Dir is set. A plugin gotpu cannot hook runs
+// as before, with a warning (and without a cache); a cache directory that cannot be opened is an
+// error naming it.
+func (r *Runtime) hookCompile(b *gomlxxla.Backend, p Plugin) error {
+	var store *compilecache.Store
+	if r.cfg.CompilationCache.Dir != "" {
+		s, err := compilecache.Open(r.cfg.CompilationCache, slog.Default())
+		if err != nil {
+			return fmt.Errorf("xla.Open: xla.Config.CompilationCache: %w", err)
+		}
+		store = s
+	}
+	client, err := pjrtClientOf(b)
+	if err != nil {
+		slog.Warn("gotpu: no compile figures or compilation cache for this plugin", "plugin", p.Path, "reason", err)
+		return nil
+	}
+	devices := make([]string, b.NumDevices())
+	for i := range devices {
+		devices[i] = b.DeviceDescription(backends.DeviceNum(i))
+	}
+	base := cacheKeyBase(p, client.Platform(), client.PlatformVersion(), devices, os.Getenv)
+	binding, err := installCompileHook(b, store, base, slog.Default())
+	if err != nil {
+		slog.Warn("gotpu: no compile figures or compilation cache for this plugin", "plugin", p.Path, "reason", err)
+		return nil
+	}
+	r.compile = binding
 	return nil
 }
 

@@ -36,6 +36,8 @@ type Runtime struct {
 	// stream is the default stream of Runtime.Dispatch and Read.
 	queue  *queue
 	stream *Stream
+	// compile is the PJRT compile hook's binding (figures and cache); nil on the pure-Go backend.
+	compile compileSource
 
 	closeOnce sync.Once
 }
@@ -231,6 +233,9 @@ func (r *Runtime) Close() error {
 			return
 		}
 		stockBackends.Delete(r.backend)
+		if r.compile != nil {
+			r.compile.release() // before the client goes: its address may be reused
+		}
 		defer Recover(&err, "xla.Runtime.Close")
 		r.backend.Finalize()
 	})

@@ -30,7 +30,7 @@ import (
 func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("devices")
 	var dev deviceFlags
-	dev.register(fs)
+	dev.registerNoCache(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	if err := parse(fs, args, stderr, "[--device auto|tpu|cuda|cpu|go] [--go_backend gotpu|simplego] [--num_devices N] [--plugin_path P] [--json]"); err != nil {
 		return err

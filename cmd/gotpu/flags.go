@@ -51,9 +51,19 @@ type deviceFlags struct {
 	numDevices int
 	pluginPath string
 	goBackend  string
+	cache      cacheFlags
+	cached     bool // the cache's flags were registered (register, not registerNoCache)
 }
 
 func (d *deviceFlags) register(fs *flag.FlagSet) {
+	d.registerNoCache(fs)
+	d.cache.register(fs)
+	d.cached = true
+}
+
+// registerNoCache registers the device flags without the compilation cache's, for commands that
+// compile nothing (devices): there the flags would be accepted and do nothing.
+func (d *deviceFlags) registerNoCache(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", xla.DeviceAuto, "auto, tpu, cuda, cpu or go (the pure-Go backend)")
 	fs.IntVar(&d.numDevices, "num_devices", 0, "devices (replicas) to use; 0 = all (1 on the pure-Go backend, any number of virtual devices there)")
 	fs.StringVar(&d.pluginPath, "plugin_path", "", "PJRT plugin file or directory to use instead of searching")
@@ -68,19 +78,25 @@ func registerGoBackend(fs *flag.FlagSet, p *string) {
 		xla.GoBackendGotpu+" (gotpu's own, the default) or "+xla.GoBackendSimpleGo+" (GoMLX's)")
 }
 
-func (d *deviceFlags) config() xla.Config {
+func (d *deviceFlags) config() (xla.Config, error) {
 	cfg := xla.DefaultConfig()
 	cfg.Device = d.device
 	cfg.NumDevices = d.numDevices
 	cfg.PluginPath = d.pluginPath
 	cfg.GoBackend = d.goBackend
-	return cfg
+	if !d.cached {
+		return cfg, nil
+	}
+	return cfg, d.cache.apply(&cfg)
 }
 
 // open validates the device flags (a bad value is a usage error) and opens the runtime; the
 // caller closes it.
 func (d *deviceFlags) open(ctx context.Context) (*xla.Runtime, error) {
-	cfg := d.config()
+	cfg, err := d.config()
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, cli.UsageError("%v", err)
 	}

@@ -13,6 +13,12 @@ import (
 // directory and stderr.
 func ckptTrain(t *testing.T, dir, name string, extra ...string) (string, string) {
 	t.Helper()
+	return ckptTrainEnv(t, dir, name, nil, extra...)
+}
+
+// ckptTrainEnv is ckptTrain with env added to the process's environment.
+func ckptTrainEnv(t *testing.T, dir, name string, env []string, extra ...string) (string, string) {
+	t.Helper()
 	train := filepath.Join(dir, "train.jsonl")
 	if _, err := os.Stat(train); err != nil {
 		writeExamples(t, train, 24)
@@ -21,7 +27,7 @@ func ckptTrain(t *testing.T, dir, name string, extra ...string) (string, string)
 	args := append([]string{"train", "--model_name_or_path", tinyModelDir(t), "--train_file", train, "--output_dir", out,
 		"--per_device_train_batch_size", "2", "--max_steps", "6", "--logging_steps", "1", "--seed", "3",
 		"--disable_tqdm", "true", "--save_strategy", "no"}, extra...)
-	_, errOut, code := runGotpu(t, nil, args...)
+	_, errOut, code := runGotpu(t, env, args...)
 	if code != 0 {
 		t.Fatalf("gotpu %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
 	}

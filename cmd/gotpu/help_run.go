@@ -50,7 +50,8 @@ func trainHelpGroups() []cli.HelpGroup {
 		{Title: "PEFT / LoRA (TRL ModelConfig)", Names: peft},
 		{Title: "Supervised fine-tuning data (TRL SFTConfig)", Names: n.SFT},
 		{Title: "FSDP", Names: n.FSDP},
-		{Title: "gotpu", Names: append(slices.Clone(n.Extras), "plugin_path", "go_backend")},
+		{Title: "gotpu", Names: append(slices.Clone(n.Extras), "plugin_path", "go_backend", "compilation_cache_dir",
+			"compilation_cache_max_bytes")},
 		{Title: "HF arguments gotpu does not implement", Compact: true, Names: refused,
 			Note: "accepted at HF's default; any other value is refused, saying what to do instead"},
 		{Title: "HF arguments accepted and ignored", Compact: true, Names: inert,
@@ -68,7 +69,8 @@ func evalHelpGroups() []cli.HelpGroup {
 			"text_column_names", "label_column_name", "max_seq_length"}},
 		{Title: "Evaluation", Names: []string{"output_dir", "per_device_eval_batch_size", "bf16", "seed", "fsdp",
 			"fsdp_config", "args"}},
-		{Title: "Device", Names: []string{"device", "num_devices", "plugin_path", "go_backend"}},
+		{Title: "Device", Names: []string{"device", "num_devices", "plugin_path", "go_backend",
+			"compilation_cache_dir", "compilation_cache_max_bytes"}},
 		{Title: "Supervised fine-tuning data (TRL SFTConfig)", Names: n.SFT},
 	}
 }

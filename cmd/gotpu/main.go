@@ -28,6 +28,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"devices", "list the backend, plugin and devices gotpu would use", runDevices},
+		{"cache", "list or clear the persistent compilation cache (--compilation_cache_dir)", runCache},
 		{"score", "score JSON-lines examples: per-example loss, optional logits file", runScore},
 		{"generate", "generate tokens from a causal LM (greedy or sampled, KV cache)", runGenerate},
 		{"merge", "merge a PEFT LoRA adapter into its base model and save a plain HF model (merge_and_unload)", runMerge},

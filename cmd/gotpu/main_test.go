@@ -34,18 +34,31 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building gotpu: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The persistent compilation cache defaults to the user's cache directory; tests keep it off
+	// unless the environment sets it (every gotpu process a test starts inherits this).
+	if os.Getenv("GOTPU_COMPILATION_CACHE_DIR") == "" {
+		os.Setenv("GOTPU_COMPILATION_CACHE_DIR", "off")
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
+// testEnv is the environment the tests run gotpu in: this process's, with the compilation
+// cache off, so that no test writes to the user's cache directory (the default) or depends on
+// what an earlier run left there. Tests of the cache give a directory.
+func testEnv() []string {
+	return append(os.Environ(), "GOTPU_COMPILATION_CACHE_DIR=off")
+}
+
 // runGotpu runs the binary with a clean plugin environment and returns stdout, stderr and status.
+// The persistent compilation cache is off (testEnv) unless env or args turn it on.
 func runGotpu(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gotpuBin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(testEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -47,7 +47,7 @@ var weightFiles = regexp.MustCompile(`^model(-\d{5}-of-\d{5})?\.safetensors(\.in
 func runMerge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("merge")
 	var dev deviceFlags
-	dev.register(fs)
+	dev.registerNoCache(fs) // merging runs on the host: nothing compiles
 	model := fs.String("model", "", "base model: Hugging Face model directory or Hub repo id")
 	adapter := fs.String("adapter", "", "PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors) or Hub repo id")
 	output := fs.String("output", "", "directory to write the merged model to")

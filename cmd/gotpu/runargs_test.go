@@ -69,7 +69,11 @@ func TestGoBackendFlag(t *testing.T) {
 		if err := fs.Parse(append([]string{"--device", "go"}, c.args...)); err != nil {
 			t.Fatal(err)
 		}
-		rt, err := xla.Open(ctx, dev.config())
+		cfg, err := dev.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := xla.Open(ctx, cfg)
 		if err != nil {
 			t.Fatalf("deviceFlags %v: %v", c.args, err)
 		}

@@ -35,6 +35,8 @@ type runArgs struct {
 	pluginPath string
 	// goBackend is --go_backend, likewise a property of the machine rather than of the run.
 	goBackend string
+	// cache is --compilation_cache_dir and --compilation_cache_max_bytes (machine properties too).
+	cache cacheFlags
 	// stderr gets the Hub's download progress bars (drawn only on a terminal).
 	stderr io.Writer
 	// hubc is the Hub client, made on first use (hub): a run that names only local paths never
@@ -71,6 +73,8 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	pluginPath := fs.String("plugin_path", "", "PJRT plugin file or directory to use instead of searching")
 	var goBackend string
 	registerGoBackend(fs, &goBackend)
+	var cache cacheFlags
+	cache.register(fs)
 	argsFile := fs.String("args", "", "JSON file of TrainingArguments (as to_json_string() writes) and model/data arguments; flags override it")
 	if err := parse(fs, args, stderr, synopsis); err != nil {
 		return nil, err
@@ -78,7 +82,7 @@ func parseRunArgs(name string, args []string, stderr io.Writer, synopsis string)
 	if fs.NArg() > 0 {
 		return nil, cli.UsageError("unexpected arguments %q", fs.Args())
 	}
-	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend, stderr: stderr, fs: fs}
+	r := &runArgs{train: trainer.DefaultTrainingArguments(), pluginPath: *pluginPath, goBackend: goBackend, cache: cache, stderr: stderr, fs: fs}
 	// Flags override the file, including its refused settings (--args X.json --fp16 false).
 	a, md, err := trainer.LoadArgumentsWithFlags(*argsFile, &flagged, &flaggedMD, fs)
 	if err != nil {
@@ -96,6 +100,9 @@ func (r *runArgs) openRuntime(ctx context.Context) (*xla.Runtime, error) {
 	cfg.NumDevices = r.train.NumDevices
 	cfg.PluginPath = r.pluginPath
 	cfg.GoBackend = r.goBackend
+	if err := r.cache.apply(&cfg); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, cli.UsageError("%v", err)
 	}

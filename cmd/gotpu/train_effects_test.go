@@ -25,6 +25,10 @@ var cliOnlyPolicies = map[string]trainer.ArgumentPolicy{
 	"plugin_path": {Effect: trainer.EffectImplemented, Tests: []string{"TestTrainEvalPluginPath"}},
 	"go_backend":  {Effect: trainer.EffectImplemented, Tests: []string{"TestGoBackendFlag"}},
 	"args":        {Effect: trainer.EffectImplemented, Tests: []string{"TestTrainArgsFile"}},
+	"compilation_cache_dir": {Effect: trainer.EffectImplemented,
+		Tests: []string{"TestTrainCompilationCacheOnXLACPU", "TestTrainCompilationCacheFlagErrors"}},
+	"compilation_cache_max_bytes": {Effect: trainer.EffectImplemented,
+		Tests: []string{"TestTrainCompilationCacheOnXLACPU", "TestTrainCompilationCacheFlagErrors"}},
 }
 
 // repoTestNames collects every Test function declared in the module's test files.

@@ -14,6 +14,12 @@
 // loopback it requires a bearer token (-auth_token_file or GOTPU_SERVICE_TOKEN) on every
 // endpoint but /healthz.
 //
+// GET /metrics includes the shared runtime's compile counters (gotpu_xla_compiles_total,
+// gotpu_xla_compile_seconds_total, gotpu_compilation_cache_{hits,misses,load_seconds,writes,
+// errors}_total): with -compilation_cache_dir (default $GOTPU_COMPILATION_CACHE_DIR, else under
+// the user's cache directory, PJRT devices only; "off" disables it) the next job with the same
+// shapes loads its programs from the cache instead of compiling them.
+//
 // SIGTERM or SIGINT shut the service down gracefully: it stops accepting connections, cancels
 // the running jobs (each commits a checkpoint after its current step), waits for them and exits
 // 0. The service uses only gotpu's library API (xla, models, data, trainer, checkpoint, hub).
@@ -33,6 +39,7 @@ import (
 	"syscall"
 
 	"github.com/gotpu/gotpu/xla"
+	"github.com/gotpu/gotpu/xla/compilecache"
 )
 
 // defaultAddr is where the service listens unless told otherwise: this machine only. Listening
@@ -52,6 +59,11 @@ func main() {
 		"GET /generate?model=, fetched into the shared cache; configured from the environment as huggingface_hub is "+
 		"(HF_HUB_CACHE or HF_HOME, HF_ENDPOINT, HF_TOKEN for gated and private repos, HF_HUB_OFFLINE)")
 	tokenFile := flag.String("auth_token_file", "", "file holding the bearer token every request but /healthz must carry (or set "+tokenEnv+"); required beyond loopback")
+	cacheDir := flag.String("compilation_cache_dir", "", "directory of compiled XLA executables reused across jobs and restarts "+
+		"(PJRT devices: tpu, cuda, cpu); \"off\" disables it. Default: $"+compilecache.EnvDir+", else "+
+		"gotpu/xla-executables under the user's cache directory")
+	cacheMaxBytes := flag.Int64("compilation_cache_max_bytes", 0, "size limit of the compilation cache; the least "+
+		"recently used executables are removed past it (0: 10 GiB)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -76,7 +88,12 @@ func main() {
 		}
 		log.Info("Hub repo ids accepted", "cache", cfg.Hub.CacheDir())
 	}
-	if err := run(ctx, cfg, xla.Config{Device: *device, NumDevices: *numDevices}, *addr); err != nil {
+	xc := xla.Config{Device: *device, NumDevices: *numDevices}
+	if xc.CompilationCache, err = compilationCache(*cacheDir, *cacheMaxBytes, *device, os.Getenv, log); err != nil {
+		log.Error("service", "error", err)
+		os.Exit(1)
+	}
+	if err := run(ctx, cfg, xc, *addr); err != nil {
 		log.Error("service", "error", err)
 		os.Exit(1)
 	}
@@ -108,7 +125,34 @@ func run(ctx context.Context, cfg Config, xc xla.Config, addr string) (err error
 	}
 	// Printed on stdout so scripts (and the SIGTERM test) can find a port picked with :0.
 	fmt.Printf("listening on http://%s (%s, %d device(s))\n", ln.Addr(), rt.Kind(), rt.NumDevices())
+	cache := "off"
+	if st, ok := rt.CompileStats(); ok && st.CacheDir != "" {
+		cache = st.CacheDir
+	}
 	cfg.Logger.Info("serving", "addr", ln.Addr().String(), "device", rt.Kind(), "num_devices", rt.NumDevices(),
-		"data_dir", cfg.DataDir, "auth", cfg.AuthToken != "")
+		"data_dir", cfg.DataDir, "auth", cfg.AuthToken != "", "compilation_cache", cache)
 	return srv.Serve(ctx, ln)
+}
+
+// compilationCache resolves -compilation_cache_dir as the gotpu CLI resolves its flag: the flag,
+// else $GOTPU_COMPILATION_CACHE_DIR, else the default under the user's cache directory; "off"
+// disables it. The environment and the default apply to PJRT devices only (the pure-Go backend
+// compiles nothing worth caching); the flag with -device go is refused when the runtime opens
+// (xla.Config.Validate), so a deployment that asked for a cache learns at start that it has none.
+func compilationCache(flagDir string, maxBytes int64, device string, getenv func(string) string, log *slog.Logger) (compilecache.Config, error) {
+	if maxBytes < 0 {
+		return compilecache.Config{}, fmt.Errorf("-compilation_cache_max_bytes %d: must not be negative (0: %d)", maxBytes, compilecache.DefaultMaxBytes)
+	}
+	dir, source, err := compilecache.ResolveDir(flagDir, getenv)
+	if err != nil {
+		if source == compilecache.SourceDefault { // no user cache directory: serve without a cache
+			log.Warn("no compilation cache", "reason", err)
+			return compilecache.Config{}, nil
+		}
+		return compilecache.Config{}, fmt.Errorf("-compilation_cache_dir: %w", err)
+	}
+	if source != compilecache.SourceFlag && strings.EqualFold(strings.TrimSpace(device), xla.DeviceGo) {
+		return compilecache.Config{}, nil
+	}
+	return compilecache.Config{Dir: dir, MaxBytes: maxBytes}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gotpu/gotpu/xla"
 )
 
 // serviceMetrics are the metrics the handlers update themselves.
@@ -54,7 +56,53 @@ func newRegistry(s *Server) (*prometheus.Registry, serviceMetrics) {
 			Help: "HTTP requests being handled now (event streams included).",
 		}, func() float64 { return float64(s.requestsInFlight()) }),
 	)
+	if _, ok := s.rt.CompileStats(); ok {
+		reg.MustRegister(newCompileCollector(s.rt))
+	}
 	return reg, m
+}
+
+// compileCollector reports the shared runtime's compile counters (xla.Runtime.CompileStats), read
+// from one snapshot at scrape time: programs compiled and the time it took, and what the
+// persistent compilation cache (-compilation_cache_dir) answered. They are the runtime's, so they
+// sum every job and generation request since the service started. A runtime keeps them or not
+// for its whole life, so the series are registered only where it does (a PJRT plugin gotpu
+// hooked, or gotpu's pure-Go backend, whose compiles are its fusion planning and whose cache
+// series stay 0: it has no cache); on GoMLX's simplego they are absent rather than a misleading 0.
+type compileCollector struct {
+	rt                                                    *xla.Runtime
+	compiles, seconds, hits, misses, load, writes, errors *prometheus.Desc
+}
+
+func newCompileCollector(rt *xla.Runtime) *compileCollector {
+	return &compileCollector{
+		rt:       rt,
+		compiles: prometheus.NewDesc("gotpu_xla_compiles_total", "Programs the runtime compiled (with the compilation cache on: its misses).", nil, nil),
+		seconds:  prometheus.NewDesc("gotpu_xla_compile_seconds_total", "Wall time of those compiles (writing them into the cache not included).", nil, nil),
+		hits:     prometheus.NewDesc("gotpu_compilation_cache_hits_total", "Programs loaded from the compilation cache instead of compiled.", nil, nil),
+		misses:   prometheus.NewDesc("gotpu_compilation_cache_misses_total", "Cache lookups that found no usable entry (each then compiled).", nil, nil),
+		load:     prometheus.NewDesc("gotpu_compilation_cache_load_seconds_total", "Time reading, checking and loading the cache's hits.", nil, nil),
+		writes:   prometheus.NewDesc("gotpu_compilation_cache_writes_total", "Executables stored in the compilation cache.", nil, nil),
+		errors:   prometheus.NewDesc("gotpu_compilation_cache_errors_total", "Entries that could not be stored or that the plugin refused to load (each a warning in the log).", nil, nil),
+	}
+}
+
+func (c *compileCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.compiles, c.seconds, c.hits, c.misses, c.load, c.writes, c.errors} {
+		ch <- d
+	}
+}
+
+func (c *compileCollector) Collect(ch chan<- prometheus.Metric) {
+	st, _ := c.rt.CompileStats()
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v float64
+	}{{c.compiles, float64(st.Compiles)}, {c.seconds, st.CompileSeconds}, {c.hits, float64(st.CacheHits)},
+		{c.misses, float64(st.CacheMisses)}, {c.load, st.LoadSeconds}, {c.writes, float64(st.CacheWrites)},
+		{c.errors, float64(st.CacheErrors)}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, m.v)
+	}
 }
 
 func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {

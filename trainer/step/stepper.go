@@ -187,6 +187,12 @@ func New(rt *xla.Runtime, m models.Model, cfg Config) (s *Stepper, err error) {
 	if s.eval, err = mlctx.NewExec(rt.Backend(), m.Context(), evalFn); err != nil {
 		return nil, err
 	}
+	// The programs' names (their StableHLO module's, the executable's) would otherwise be the Go
+	// functions' — closures named by position in this file. These say what each program is, in
+	// XLA's dumps and in `gotpu cache`'s listing of the compilation cache.
+	s.grad.WithName("gotpu_grad_step")
+	s.train.WithName("gotpu_train_step")
+	s.eval.WithName("gotpu_eval_step")
 	return s, nil
 }
 

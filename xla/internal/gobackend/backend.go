@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
@@ -58,6 +59,16 @@ type Backend struct {
 
 	// live counts, per device, the bytes of live buffers (DeviceBytes).
 	live []atomic.Int64
+
+	// compiles and compileNanos count Builder.Compile calls and their time (CompileStats).
+	compiles, compileNanos atomic.Int64
+}
+
+// CompileStats returns how many programs the backend has compiled (Builder.Compile: partitioning
+// into native operations and fallback segments, fusion planning, buffer planning) and the time
+// that took. It is what a persistent compilation cache could save on this backend.
+func (b *Backend) CompileStats() (n int, d time.Duration) {
+	return int(b.compiles.Load()), time.Duration(b.compileNanos.Load())
 }
 
 var _ backends.Backend = (*Backend)(nil)

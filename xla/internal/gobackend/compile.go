@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -68,7 +69,10 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 		return nil, fmt.Errorf("gobackend: Compile outputs: %w", err)
 	}
 	b.compiled = true
+	start := time.Now()
 	e, err := b.compile(outs)
+	b.backend.compiles.Add(1)
+	b.backend.compileNanos.Add(int64(time.Since(start)))
 	// The shape builder is no longer needed; drop it (and the simplego nodes it holds).
 	b.shadow = nil
 	for _, v := range b.values {
