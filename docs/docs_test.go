@@ -314,12 +314,19 @@ var (
 )
 
 // TestRunbookEnvVars: the variables the runbook names for plugin discovery are exactly those
-// package xla reads, and its prose names no other ALL_CAPS variable except the shell variables
-// its own sh blocks assign (TPU_NAME, ZONE).
+// package xla reads, and its prose names no other ALL_CAPS variable except those gotpu's code
+// reads elsewhere (the compilation cache's) and the shell variables its own sh blocks assign
+// (TPU_NAME, ZONE).
 func TestRunbookEnvVars(t *testing.T) {
 	read := xlaEnvVars(t)
 	if len(read) == 0 {
 		t.Fatal("found no environment variables read in xla/: the source reading broke")
+	}
+	readAnywhere := moduleEnvVars(t)
+	for v := range read {
+		if !readAnywhere[v] {
+			t.Fatalf("moduleEnvVars misses %s, which xla/ reads: the source reading broke", v)
+		}
 	}
 	d := readDoc(t, runbook)
 	shellVars := map[string]bool{}
@@ -350,11 +357,82 @@ func TestRunbookEnvVars(t *testing.T) {
 	}
 	for _, s := range codeSpans(d.prose) {
 		for _, v := range envNameRe.FindAllString(s.text, -1) {
-			if !read[v] && !shellVars[v] {
+			if !readAnywhere[v] && !shellVars[v] {
 				t.Errorf("%s:%d: `%s` names %s, which gotpu does not read and no sh block assigns", runbook, s.n, s.text, v)
 			}
 		}
 	}
+}
+
+// moduleEnvVars collects the names passed to any function called Getenv, LookupEnv or getenv
+// (os's, the search environment's, a getenv parameter) as a string literal or a string constant
+// declared in the module, in every non-test Go file of the module.
+func moduleEnvVars(t *testing.T) map[string]bool {
+	t.Helper()
+	fset := token.NewFileSet()
+	consts := map[string]string{}
+	var args []ast.Expr
+	err := filepath.WalkDir(repo, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && p != repo {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if i < len(n.Values) {
+						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							consts[name.Name] = constant.StringVal(constant.MakeFromLiteral(lit.Value, lit.Kind, 0))
+						}
+					}
+				}
+			case *ast.CallExpr:
+				var name string
+				switch fn := n.Fun.(type) {
+				case *ast.SelectorExpr:
+					name = fn.Sel.Name
+				case *ast.Ident:
+					name = fn.Name
+				}
+				if len(n.Args) == 1 && (name == "getenv" || name == "Getenv" || name == "LookupEnv") {
+					args = append(args, n.Args[0])
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, a := range args {
+		switch a := a.(type) {
+		case *ast.BasicLit:
+			if a.Kind == token.STRING {
+				out[constant.StringVal(constant.MakeFromLiteral(a.Value, a.Kind, 0))] = true
+			}
+		case *ast.Ident:
+			if v, ok := consts[a.Name]; ok {
+				out[v] = true
+			}
+		case *ast.SelectorExpr: // pkg.Const
+			if v, ok := consts[a.Sel.Name]; ok {
+				out[v] = true
+			}
+		}
+	}
+	return out
 }
 
 // xlaEnvVars collects the names passed to os.Getenv / os.LookupEnv or to the search

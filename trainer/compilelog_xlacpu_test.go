@@ -5,38 +5,13 @@ package trainer_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"testing"
 
 	"github.com/gotpu/gotpu/trainer"
-	"github.com/gotpu/gotpu/xla"
-	"github.com/gotpu/gotpu/xla/compilecache"
 	"github.com/gotpu/gotpu/xla/pjrttest"
 )
-
-// openCPUWithCache opens XLA's CPU plugin with n devices and the compilation cache in dir, as
-// pjrttest.OpenCPUPlugin does (skip without the plugin, fail under CI); the caller closes it.
-func openCPUWithCache(t *testing.T, n int, dir string) *xla.Runtime {
-	t.Helper()
-	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceCPU, NumDevices: n,
-		CompilationCache: compilecache.Config{Dir: dir}})
-	if errors.Is(err, xla.ErrPluginNotFound) {
-		if pjrttest.InCI() {
-			t.Fatalf("CI is set and XLA's CPU PJRT plugin is not installed (scripts/install-xla-cpu.sh): %v", err)
-		}
-		t.Skipf("XLA's CPU PJRT plugin is not installed (bash scripts/install-xla-cpu.sh): %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := rt.CompileStats(); !ok {
-		rt.Close()
-		t.Fatal("the CPU plugin's runtime has no compile counters: the compile hook was not installed (see the warning at Open)")
-	}
-	return rt
-}
 
 // TestCompilationCacheInTrainingLogOnXLACPU: two trainers, each on its own runtime opened on XLA's
 // CPU plugin (2 devices) after the previous one closed, with the same compilation cache
@@ -53,8 +28,11 @@ func TestCompilationCacheInTrainingLogOnXLACPU(t *testing.T) {
 		trainLoss float64 // TrainOutput's, not rounded as log_history's loss is
 	}
 	train := func() run {
-		rt := openCPUWithCache(t, 2, dir)
+		rt := pjrttest.OpenCPUPluginWithCache(t, 2, dir)
 		defer rt.Close()
+		if _, ok := rt.CompileStats(); !ok {
+			t.Fatal("the CPU plugin's runtime has no compile counters: the compile hook was not installed (see the warning at Open)")
+		}
 		a := baseArgs(t)
 		a.MaxSteps, a.LoggingSteps, a.PerDeviceTrainBatchSize, a.PerDeviceEvalBatchSize = 3, 1, 2, 2
 		a.SaveStrategy = "no"

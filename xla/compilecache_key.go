@@ -37,10 +37,10 @@ func cacheKeyBase(p Plugin, platform, platformVersion string, devices []string, 
 		// does not. A cache directory shared by machines must not mix them.
 		f = append(f, compilecache.KeyField{Name: "host_cpu", Value: hostCPU()})
 	}
-	for _, env := range []string{"XLA_FLAGS", "LIBTPU_INIT_ARGS", "TPU_LIBRARY_PATH"} {
-		f = append(f, compilecache.KeyField{Name: "env_" + env, Value: getenv(env)})
-	}
-	return f
+	// What the compilers read from the environment (the plugin's path is in plugin_path already).
+	return append(f,
+		compilecache.KeyField{Name: "env_XLA_FLAGS", Value: getenv("XLA_FLAGS")},
+		compilecache.KeyField{Name: "env_LIBTPU_INIT_ARGS", Value: getenv("LIBTPU_INIT_ARGS")})
 }
 
 // hostCPU names the host's processor and its instruction-set extensions: /proc/cpuinfo's first

@@ -72,6 +72,17 @@
 // reads, and per device the busy time and the idle gaps between executions.
 // Config.ExecutionDelay makes executions slow on purpose, for tests.
 //
+// The persistent compilation cache (Config.CompilationCache, package compilecache): on a PJRT
+// plugin, Open hooks the plugin's compile (compilehook_pjrt.go: go-xla reads the plugin's
+// PJRT_Api table from its Plugin; gotpu hands it a copy whose PJRT_Client_Compile first looks the
+// program up — key: the program text and compile options hashed, the plugin, the devices, the
+// host CPU for the CPU plugin, gotpu's build — and answers a hit with
+// PJRT_Executable_DeserializeAndLoad, a miss by compiling and storing PJRT_Executable_Serialize's
+// bytes). gotpu declares the few C API structures it uses itself (pjrt_abi.h), checked against
+// go-xla's header by a test. GoMLX sees an ordinary executable either way. Runtime.CompileStats
+// counts compiles, hits, misses and their seconds, with the cache off too; on gotpu's pure-Go
+// backend it counts that backend's own compiles (no cache: they cost milliseconds).
+//
 // Concurrency: a Runtime and its Programs are safe for concurrent use. Close a Runtime once its
 // programs are done. The gradient registration is process-wide and happens once, in the first
 // Open or trace, before any graph of that runtime exists.

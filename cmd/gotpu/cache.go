@@ -24,9 +24,9 @@ import (
 // list, text:
 //
 //	cache        /home/me/.cache/gotpu/xla-executables (from --compilation_cache_dir)
-//	size         123.4 MiB of 10.0 GiB limit, 3 entries
-//	  3f2a9c01d4e5  61.2 MiB  2025-03-14T09:05:07Z  train_step  platform=cpu devices=8
-//	  77b0e1aa0c93  61.2 MiB  2025-03-14T08:55:00Z  eval_step  platform=cpu devices=8
+//	size         63.4 MiB of 10.0 GiB limit, 3 entries
+//	  3f2a9c01d4e5  61.2 MiB  2025-03-14T09:05:07Z  gotpu_train_step_0  platform=cpu devices=8
+//	  77b0e1aa0c93  1.2 MiB  2025-03-14T08:55:00Z  gotpu_eval_step_0  platform=cpu devices=8
 //	  c0ffee000001  1.0 MiB  2025-03-13T17:00:00Z  (problem: checksum mismatch: the file is corrupt)
 //
 // The first line says where the directory came from: "(from --compilation_cache_dir)", "(from

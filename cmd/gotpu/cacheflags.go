@@ -17,6 +17,7 @@ type cacheFlags struct {
 	dir      string
 	maxBytes int64
 	getenv   func(string) string // os.Getenv; tests of the resolution pass their own
+	explicit bool                // apply set a directory the flag named
 }
 
 func (c *cacheFlags) register(fs *flag.FlagSet) {
@@ -29,7 +30,7 @@ func (c *cacheFlags) register(fs *flag.FlagSet) {
 
 // apply sets cfg.CompilationCache from the flags, the environment or the default. The default
 // and the environment only apply to PJRT devices (the pure-Go backend compiles nothing worth
-// caching); --compilation_cache_dir with --device go is refused by xla.Config.Validate.
+// caching); --compilation_cache_dir with --device go is refused.
 func (c *cacheFlags) apply(cfg *xla.Config) error {
 	getenv := c.getenv
 	if getenv == nil {
@@ -46,9 +47,23 @@ func (c *cacheFlags) apply(cfg *xla.Config) error {
 		}
 		return cli.UsageError("%v", err)
 	}
-	if source != compilecache.SourceFlag && strings.EqualFold(strings.TrimSpace(cfg.Device), xla.DeviceGo) {
+	if strings.EqualFold(strings.TrimSpace(cfg.Device), xla.DeviceGo) {
+		if source == compilecache.SourceFlag && dir != "" {
+			return cli.UsageError("--compilation_cache_dir %s: --device go (the pure-Go backend) compiles no XLA executables "+
+				"to cache; remove the flag, or choose --device tpu, cuda or cpu", c.dir)
+		}
 		return nil
 	}
 	cfg.CompilationCache = compilecache.Config{Dir: dir, MaxBytes: c.maxBytes}
+	c.explicit = source == compilecache.SourceFlag && dir != ""
 	return nil
+}
+
+// opened warns when --compilation_cache_dir was given but --device auto chose the pure-Go
+// backend, where nothing is cached: the flag would otherwise be accepted without effect, silently.
+func (c *cacheFlags) opened(rt *xla.Runtime) {
+	if c.explicit && rt.Kind() == xla.DeviceGo {
+		slog.Warn("--compilation_cache_dir is unused: --device auto chose the pure-Go backend, which compiles no XLA executables",
+			"compilation_cache_dir", c.dir)
+	}
 }

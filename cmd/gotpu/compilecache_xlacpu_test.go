@@ -83,7 +83,7 @@ func TestTrainCompilationCacheFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--device", "go", "--compilation_cache_dir", filepath.Join(dir, "c")}, `CompilationCache.Dir`},
+		{[]string{"--device", "go", "--compilation_cache_dir", filepath.Join(dir, "c")}, `--compilation_cache_dir ` + filepath.Join(dir, "c") + `: --device go`},
 		{[]string{"--device", "cpu", "--compilation_cache_max_bytes", "-1"}, "--compilation_cache_max_bytes -1"},
 	} {
 		args := append([]string{"train", "--model_name_or_path", tinyModelDir(t), "--train_file", filepath.Join(dir, "none.jsonl"),
@@ -92,5 +92,23 @@ func TestTrainCompilationCacheFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("gotpu %v: exit %d, stderr %q; want a usage error naming %s", c.args, code, errOut, c.want)
 		}
+	}
+	// --device auto that picks the pure-Go backend (no accelerator plugin here) caches nothing:
+	// the flag is not refused (auto may find a TPU elsewhere) but it says so.
+	out, _, _ := runGotpu(t, nil, "devices", "--json")
+	if !strings.Contains(out, `"backend":"go"`) {
+		t.Skipf("--device auto picks an accelerator on this machine: %s", out)
+	}
+	ids := filepath.Join(dir, "ids.jsonl")
+	if err := os.WriteFile(ids, []byte(`{"input_ids": [1, 2, 3]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "auto-cache")
+	_, errOut, code := runGotpu(t, nil, "score", "--model", tinyModelDir(t), "--input", ids, "--compilation_cache_dir", cache)
+	if code != 0 || !strings.Contains(errOut, "--compilation_cache_dir is unused: --device auto chose the pure-Go backend") {
+		t.Errorf("score --compilation_cache_dir on the pure-Go backend (auto): exit %d, stderr %q; want a warning that it is unused", code, errOut)
+	}
+	if _, err := os.Stat(cache); err == nil {
+		t.Errorf("the pure-Go backend created the cache directory %s", cache)
 	}
 }

@@ -100,5 +100,9 @@ func (d *deviceFlags) open(ctx context.Context) (*xla.Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, cli.UsageError("%v", err)
 	}
-	return xla.Open(ctx, cfg)
+	rt, err := xla.Open(ctx, cfg)
+	if err == nil && d.cached {
+		d.cache.opened(rt)
+	}
+	return rt, err
 }

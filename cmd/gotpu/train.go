@@ -106,7 +106,11 @@ func (r *runArgs) openRuntime(ctx context.Context) (*xla.Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, cli.UsageError("%v", err)
 	}
-	return xla.Open(ctx, cfg)
+	rt, err := xla.Open(ctx, cfg)
+	if err == nil {
+		r.cache.opened(rt)
+	}
+	return rt, err
 }
 
 // openModel opens the runtime and loads --model_name_or_path on it; the caller closes the runtime.

@@ -3,15 +3,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
 
-	"github.com/gotpu/gotpu/xla"
-	"github.com/gotpu/gotpu/xla/compilecache"
 	"github.com/gotpu/gotpu/xla/pjrttest"
 )
 
@@ -23,18 +19,7 @@ import (
 func TestCompilationCacheMetricsOnXLACPU(t *testing.T) {
 	root, tmp := repoRoot(t), t.TempDir()
 	cacheDir := filepath.Join(tmp, "xla-cache")
-	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceCPU, NumDevices: 2,
-		CompilationCache: compilecache.Config{Dir: cacheDir}})
-	if errors.Is(err, xla.ErrPluginNotFound) {
-		if pjrttest.InCI() {
-			t.Fatalf("CI is set and XLA's CPU PJRT plugin is not installed (scripts/install-xla-cpu.sh): %v", err)
-		}
-		t.Skipf("XLA's CPU PJRT plugin is not installed (bash scripts/install-xla-cpu.sh): %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := pjrttest.OpenCPUPluginWithCache(t, 2, cacheDir)
 	ts := startServer(t, rt, Config{DataDir: filepath.Join(tmp, "data"), InputRoots: []string{root, tmp}, BaseDir: root})
 	tokens := filepath.Join(tmp, "tokens.jsonl")
 	writeTokenJSONL(t, tokens, 8, 32, 1000)

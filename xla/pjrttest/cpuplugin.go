@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gotpu/gotpu/xla"
+	"github.com/gotpu/gotpu/xla/compilecache"
 )
 
 // InCI reports whether the test runs in CI (CI set and not "false", as CI systems set it). There,
@@ -33,7 +34,14 @@ func RequireCPUPlugin(t testing.TB) string {
 // closed when the test ends. Without the plugin the test skips, and fails under CI (InCI).
 func OpenCPUPlugin(t testing.TB, n int) *xla.Runtime {
 	t.Helper()
-	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceCPU, NumDevices: n})
+	return OpenCPUPluginWithCache(t, n, "")
+}
+
+// OpenCPUPluginWithCache is OpenCPUPlugin with the persistent compilation cache in dir ("": off).
+func OpenCPUPluginWithCache(t testing.TB, n int, dir string) *xla.Runtime {
+	t.Helper()
+	rt, err := xla.Open(context.Background(), xla.Config{Device: xla.DeviceCPU, NumDevices: n,
+		CompilationCache: compilecache.Config{Dir: dir}})
 	if errors.Is(err, xla.ErrPluginNotFound) {
 		if InCI() {
 			t.Fatalf("CI is set and XLA's CPU PJRT plugin is not installed (.ci/run installs it with "+
