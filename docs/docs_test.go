@@ -370,51 +370,7 @@ func TestRunbookEnvVars(t *testing.T) {
 func moduleEnvVars(t *testing.T) map[string]bool {
 	t.Helper()
 	fset := token.NewFileSet()
-	consts := map[string]string{}
-	var args []ast.Expr
-	err := filepath.WalkDir(repo, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && p != repo {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.ValueSpec:
-				for i, name := range n.Names {
-					if i < len(n.Values) {
-						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-							consts[name.Name] = constant.StringVal(constant.MakeFromLiteral(lit.Value, lit.Kind, 0))
-						}
-					}
-				}
-			case *ast.CallExpr:
-				var name string
-				switch fn := n.Fun.(type) {
-				case *ast.SelectorExpr:
-					name = fn.Sel.Name
-				case *ast.Ident:
-					name = fn.Name
-				}
-				if len(n.Args) == 1 && (name == "getenv" || name == "Getenv" || name == "LookupEnv") {
-					args = append(args, n.Args[0])
-				}
-			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	consts, args := envCalls(t, fset, goFiles(t, repo, true), true)
 	out := map[string]bool{}
 	for _, a := range args {
 		switch a := a.(type) {
@@ -440,46 +396,9 @@ func moduleEnvVars(t *testing.T) map[string]bool {
 func xlaEnvVars(t *testing.T) map[string]bool {
 	t.Helper()
 	fset := token.NewFileSet()
-	dir := filepath.Join(repo, "xla")
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []*ast.File
-	for _, de := range des {
-		if de.IsDir() || !strings.HasSuffix(de.Name(), ".go") || strings.HasSuffix(de.Name(), "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, de.Name()), nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	consts := map[string]string{}
-	var calls []ast.Expr
-	for _, f := range files {
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.ValueSpec:
-				for i, name := range n.Names {
-					if i < len(n.Values) {
-						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-							consts[name.Name] = constant.StringVal(constant.MakeFromLiteral(lit.Value, lit.Kind, 0))
-						}
-					}
-				}
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && len(n.Args) == 1 &&
-					(sel.Sel.Name == "getenv" || sel.Sel.Name == "Getenv" || sel.Sel.Name == "LookupEnv") {
-					calls = append(calls, n.Args[0])
-				}
-			}
-			return true
-		})
-	}
+	consts, args := envCalls(t, fset, goFiles(t, filepath.Join(repo, "xla"), false), false)
 	out := map[string]bool{}
-	for _, a := range calls {
+	for _, a := range args {
 		switch a := a.(type) {
 		case *ast.BasicLit:
 			out[constant.StringVal(constant.MakeFromLiteral(a.Value, a.Kind, 0))] = true
@@ -494,6 +413,71 @@ func xlaEnvVars(t *testing.T) map[string]bool {
 		}
 	}
 	return out
+}
+
+// goFiles lists the non-test Go files in dir, and with recursive in its subdirectories too
+// (testdata, node_modules and hidden directories left out).
+func goFiles(t *testing.T, dir string, recursive bool) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != dir && (!recursive || d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// envCalls parses files and returns the string constants they declare and the argument of every
+// one-argument call of a function named Getenv, LookupEnv or getenv, called through a selector
+// (os.Getenv, env.getenv) and, with bare, also by its name alone (a getenv parameter).
+func envCalls(t *testing.T, fset *token.FileSet, files []string, bare bool) (map[string]string, []ast.Expr) {
+	t.Helper()
+	consts := map[string]string{}
+	var args []ast.Expr
+	for _, p := range files {
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if i < len(n.Values) {
+						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							consts[name.Name] = constant.StringVal(constant.MakeFromLiteral(lit.Value, lit.Kind, 0))
+						}
+					}
+				}
+			case *ast.CallExpr:
+				var name string
+				switch fn := n.Fun.(type) {
+				case *ast.SelectorExpr:
+					name = fn.Sel.Name
+				case *ast.Ident:
+					if bare {
+						name = fn.Name
+					}
+				}
+				if len(n.Args) == 1 && (name == "getenv" || name == "Getenv" || name == "LookupEnv") {
+					args = append(args, n.Args[0])
+				}
+			}
+			return true
+		})
+	}
+	return consts, args
 }
 
 func keys(m map[string]bool) []string {

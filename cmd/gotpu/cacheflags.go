@@ -28,34 +28,21 @@ func (c *cacheFlags) register(fs *flag.FlagSet) {
 		"recently used executables are removed past it (0: 10 GiB)")
 }
 
-// apply sets cfg.CompilationCache from the flags, the environment or the default. The default
-// and the environment only apply to PJRT devices (the pure-Go backend compiles nothing worth
-// caching); --compilation_cache_dir with --device go is refused.
+// apply sets cfg.CompilationCache from the flags, the environment or the default
+// (compilecache.Resolve: the environment and the default apply to PJRT devices only, and
+// --compilation_cache_dir with --device go is refused).
 func (c *cacheFlags) apply(cfg *xla.Config) error {
 	getenv := c.getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	if c.maxBytes < 0 {
-		return cli.UsageError("--compilation_cache_max_bytes %d: must not be negative (0: %d)", c.maxBytes, compilecache.DefaultMaxBytes)
-	}
-	dir, source, err := compilecache.ResolveDir(c.dir, getenv)
+	goBackend := strings.EqualFold(strings.TrimSpace(cfg.Device), xla.DeviceGo)
+	cc, source, err := compilecache.Resolve(c.dir, c.maxBytes, goBackend, getenv, slog.Default())
 	if err != nil {
-		if source == compilecache.SourceDefault { // no user cache directory: run without a cache
-			slog.Warn("gotpu: no compilation cache", "reason", err)
-			return nil
-		}
 		return cli.UsageError("%v", err)
 	}
-	if strings.EqualFold(strings.TrimSpace(cfg.Device), xla.DeviceGo) {
-		if source == compilecache.SourceFlag && dir != "" {
-			return cli.UsageError("--compilation_cache_dir %s: --device go (the pure-Go backend) compiles no XLA executables "+
-				"to cache; remove the flag, or choose --device tpu, cuda or cpu", c.dir)
-		}
-		return nil
-	}
-	cfg.CompilationCache = compilecache.Config{Dir: dir, MaxBytes: c.maxBytes}
-	c.explicit = source == compilecache.SourceFlag && dir != ""
+	cfg.CompilationCache = cc
+	c.explicit = source == compilecache.SourceFlag && cc.Dir != ""
 	return nil
 }
 

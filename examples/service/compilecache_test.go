@@ -13,55 +13,24 @@ import (
 	"github.com/gotpu/gotpu/xla/compilecache"
 )
 
-// TestCompilationCacheFlag: -compilation_cache_dir resolves as the gotpu CLI's flag does — the
-// flag, else $GOTPU_COMPILATION_CACHE_DIR, else the default under the user's cache directory,
-// "off" disables it; the environment and the default stay off the pure-Go backend, and the flag
-// with -device go stops the service at start with an error naming the field.
+// TestCompilationCacheFlag: -compilation_cache_dir with -device go stops the service at start,
+// naming the flag (compilecache.Resolve, whose rules TestResolve checks: the flag, else
+// $GOTPU_COMPILATION_CACHE_DIR, else the default, for PJRT devices only), and a runtime
+// configuration that asks for a cache on the pure-Go backend is refused by run before listening.
 func TestCompilationCacheFlag(t *testing.T) {
 	tmp := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == compilecache.EnvDir {
-				return v
-			}
-			return ""
-		}
+	noEnv := func(string) string { return "" }
+	if _, _, err := compilecache.Resolve(filepath.Join(tmp, "a"), 0, true, noEnv, log); err == nil ||
+		!strings.Contains(err.Error(), "--compilation_cache_dir "+filepath.Join(tmp, "a")) {
+		t.Errorf("-compilation_cache_dir with -device go: %v; want an error naming the flag", err)
 	}
-	def, err := compilecache.DefaultDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		flag, env, device string
-		maxBytes          int64
-		want              compilecache.Config
-	}{
-		{filepath.Join(tmp, "a"), filepath.Join(tmp, "b"), "cpu", 1 << 20, compilecache.Config{Dir: filepath.Join(tmp, "a"), MaxBytes: 1 << 20}},
-		{"", filepath.Join(tmp, "b"), "tpu", 0, compilecache.Config{Dir: filepath.Join(tmp, "b")}},
-		{"", "", "auto", 0, compilecache.Config{Dir: def}},
-		{"off", filepath.Join(tmp, "b"), "cpu", 0, compilecache.Config{}},
-		{"", "off", "cpu", 0, compilecache.Config{}},
-		{"", filepath.Join(tmp, "b"), "go", 0, compilecache.Config{}},                             // env: PJRT devices only
-		{"", "", "Go", 0, compilecache.Config{}},                                                  // default: likewise
-		{filepath.Join(tmp, "a"), "", "go", 0, compilecache.Config{Dir: filepath.Join(tmp, "a")}}, // refused at Open (below)
-	} {
-		got, err := compilationCache(c.flag, c.maxBytes, c.device, env(c.env), log)
-		if err != nil || got != c.want {
-			t.Errorf("flag %q, env %q, device %s: %+v, %v; want %+v", c.flag, c.env, c.device, got, err, c.want)
-		}
-	}
-	if _, err := compilationCache("", -1, "cpu", env(""), log); err == nil || !strings.Contains(err.Error(), "-compilation_cache_max_bytes -1") {
-		t.Errorf("negative max bytes: %v", err)
-	}
-	// The flag with -device go: run stops before listening, naming the field and what to do.
-	cc, _ := compilationCache(filepath.Join(tmp, "a"), 0, "go", env(""), log)
-	err = run(context.Background(), Config{DataDir: filepath.Join(tmp, "data"), Logger: log},
-		xla.Config{Device: "go", NumDevices: 1, CompilationCache: cc}, "127.0.0.1:0")
+	err := run(context.Background(), Config{DataDir: filepath.Join(tmp, "data"), Logger: log},
+		xla.Config{Device: "go", NumDevices: 1, CompilationCache: compilecache.Config{Dir: filepath.Join(tmp, "a")}}, "127.0.0.1:0")
 	if err == nil || !strings.Contains(err.Error(), "CompilationCache.Dir") || !strings.Contains(err.Error(), "PJRT device") {
-		t.Fatalf("run with -compilation_cache_dir and -device go: %v; want the refusal naming the cache directory", err)
+		t.Fatalf("run with a cache on -device go: %v; want the refusal naming the cache directory", err)
 	}
-	t.Logf("-device go -compilation_cache_dir %s: %v", cc.Dir, err)
+	t.Logf("run with a cache on -device go: %v", err)
 }
 
 // TestCompileMetricsOnGoBackend: on gotpu's pure-Go backend /metrics has the compile series (its

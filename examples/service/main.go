@@ -89,7 +89,8 @@ func main() {
 		log.Info("Hub repo ids accepted", "cache", cfg.Hub.CacheDir())
 	}
 	xc := xla.Config{Device: *device, NumDevices: *numDevices}
-	if xc.CompilationCache, err = compilationCache(*cacheDir, *cacheMaxBytes, *device, os.Getenv, log); err != nil {
+	goBackend := strings.EqualFold(strings.TrimSpace(*device), xla.DeviceGo)
+	if xc.CompilationCache, _, err = compilecache.Resolve(*cacheDir, *cacheMaxBytes, goBackend, os.Getenv, log); err != nil {
 		log.Error("service", "error", err)
 		os.Exit(1)
 	}
@@ -132,27 +133,4 @@ func run(ctx context.Context, cfg Config, xc xla.Config, addr string) (err error
 	cfg.Logger.Info("serving", "addr", ln.Addr().String(), "device", rt.Kind(), "num_devices", rt.NumDevices(),
 		"data_dir", cfg.DataDir, "auth", cfg.AuthToken != "", "compilation_cache", cache)
 	return srv.Serve(ctx, ln)
-}
-
-// compilationCache resolves -compilation_cache_dir as the gotpu CLI resolves its flag: the flag,
-// else $GOTPU_COMPILATION_CACHE_DIR, else the default under the user's cache directory; "off"
-// disables it. The environment and the default apply to PJRT devices only (the pure-Go backend
-// compiles nothing worth caching); the flag with -device go is refused when the runtime opens
-// (xla.Config.Validate), so a deployment that asked for a cache learns at start that it has none.
-func compilationCache(flagDir string, maxBytes int64, device string, getenv func(string) string, log *slog.Logger) (compilecache.Config, error) {
-	if maxBytes < 0 {
-		return compilecache.Config{}, fmt.Errorf("-compilation_cache_max_bytes %d: must not be negative (0: %d)", maxBytes, compilecache.DefaultMaxBytes)
-	}
-	dir, source, err := compilecache.ResolveDir(flagDir, getenv)
-	if err != nil {
-		if source == compilecache.SourceDefault { // no user cache directory: serve without a cache
-			log.Warn("no compilation cache", "reason", err)
-			return compilecache.Config{}, nil
-		}
-		return compilecache.Config{}, fmt.Errorf("-compilation_cache_dir: %w", err)
-	}
-	if source != compilecache.SourceFlag && strings.EqualFold(strings.TrimSpace(device), xla.DeviceGo) {
-		return compilecache.Config{}, nil
-	}
-	return compilecache.Config{Dir: dir, MaxBytes: maxBytes}, nil
 }

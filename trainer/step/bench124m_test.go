@@ -291,13 +291,7 @@ func TestGPT2SmallChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	m, err := models.New(ctx, rt, load124m(t), models.NewOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := DefaultAdamW()
-	opt.WeightDecay = small124mDecay
-	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: 1, BF16: mode == "bf16"})
+	s, err := small124mStepper(ctx, rt, load124m(t), Config{BF16: mode == "bf16"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,4 +332,18 @@ func TestGPT2SmallChild(t *testing.T) {
 	fmt.Printf("peak_rss_mib=%.1f\n", float64(procstat.PeakRSS())/(1<<20))
 	fmt.Printf("ms_per_step=%.1f\n", 1000*elapsed.Seconds()/float64(steps))
 	fmt.Printf("tokens_per_s=%.1f\n", float64(small124mBatch*small124mSeq*steps)/elapsed.Seconds())
+}
+
+// small124mStepper builds what the 124M benchmarks train: the model of mc with seed 1, and an
+// AdamW stepper with their weight decay (small124mDecay) on cfg, one replica unless cfg says
+// otherwise. cfg's other fields (BF16, GradientCheckpointing) are the caller's.
+func small124mStepper(ctx context.Context, rt *xla.Runtime, mc models.Config, cfg Config) (*Stepper, error) {
+	m, err := models.New(ctx, rt, mc, models.NewOptions{Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Optimizer = DefaultAdamW()
+	cfg.Optimizer.WeightDecay = small124mDecay
+	cfg.NumReplicas = max(cfg.NumReplicas, 1)
+	return New(rt, m, cfg)
 }

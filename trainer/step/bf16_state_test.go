@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -457,7 +458,7 @@ func TestBF16StateCheckpoint(t *testing.T) {
 	if err := resumed.ImportState(saved); err != nil {
 		t.Fatal(err)
 	}
-	if got := train(resumed, 2); !equalFloats(got, want) {
+	if got := train(resumed, 2); !slices.Equal(got, want) {
 		t.Errorf("resumed losses %v, uninterrupted %v", got, want)
 	}
 
@@ -476,7 +477,7 @@ func TestBF16StateCheckpoint(t *testing.T) {
 	if err := old.ImportState(widened); err != nil {
 		t.Fatal(err)
 	}
-	if got := train(old, 2); !equalFloats(got, want) {
+	if got := train(old, 2); !slices.Equal(got, want) {
 		t.Errorf("losses resumed from float32 state %v, uninterrupted %v", got, want)
 	}
 
@@ -494,18 +495,6 @@ func TestBF16StateCheckpoint(t *testing.T) {
 	if _, err := c.ExportState(ctx); err == nil || !strings.Contains(err.Error(), "not finite") {
 		t.Errorf("ExportState of a NaN bf16 parameter: %v, want a not-finite error", err)
 	}
-}
-
-func equalFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestBF16Adafactor: Adafactor on bf16 parameters keeps its factored state in float32, as

@@ -143,13 +143,7 @@ func TestGradientCheckpointingChild(t *testing.T) {
 	default:
 		t.Fatalf("%s=%q: want gpt2|llama,on|off", ckptChildEnv, spec)
 	}
-	m, err := models.New(ctx, rt, cfg, models.NewOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := DefaultAdamW()
-	opt.WeightDecay = small124mDecay
-	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: 1, GradientCheckpointing: mode == "on"})
+	s, err := small124mStepper(ctx, rt, cfg, Config{GradientCheckpointing: mode == "on"})
 	if err != nil {
 		t.Fatal(err)
 	}

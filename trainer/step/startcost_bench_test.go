@@ -191,13 +191,7 @@ func measureStartCost(ctx context.Context, c *startCostCase, cfg models.Config, 
 	}
 	stats := func() xla.CompileStats { s, _ := rt.CompileStats(); return s }
 	s0 := stats()
-	m, err := models.New(ctx, rt, cfg, models.NewOptions{Seed: 1})
-	if err != nil {
-		return err
-	}
-	opt := DefaultAdamW()
-	opt.WeightDecay = small124mDecay
-	st, err := New(rt, m, Config{Optimizer: opt, NumReplicas: 1})
+	st, err := small124mStepper(ctx, rt, cfg, Config{})
 	if err != nil {
 		return err
 	}

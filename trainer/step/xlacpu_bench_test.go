@@ -23,7 +23,6 @@ import (
 
 	"github.com/gotpu/gotpu/data"
 	"github.com/gotpu/gotpu/internal/procstat"
-	"github.com/gotpu/gotpu/models"
 	"github.com/gotpu/gotpu/xla"
 )
 
@@ -359,13 +358,7 @@ func TestXLACPUVsJAXChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	m, err := models.New(ctx, rt, cfg, models.NewOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := DefaultAdamW()
-	opt.WeightDecay = small124mDecay
-	s, err := New(rt, m, Config{Optimizer: opt, NumReplicas: 1})
+	s, err := small124mStepper(ctx, rt, cfg, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

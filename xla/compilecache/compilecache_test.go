@@ -523,6 +523,53 @@ func TestResolveDir(t *testing.T) {
 	}
 }
 
+// TestResolve: the flags' rules the CLI and the service share — the flag, else the environment,
+// else the default; "off" in either is off; on the pure-Go backend the environment and the
+// default are ignored and the flag is an error naming it; a negative limit is an error.
+func TestResolve(t *testing.T) {
+	tmp := t.TempDir()
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == EnvDir {
+				return v
+			}
+			return ""
+		}
+	}
+	def, err := DefaultDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	for _, c := range []struct {
+		flag, env string
+		goBackend bool
+		maxBytes  int64
+		want      Config
+		source    string
+	}{
+		{a, b, false, 1 << 20, Config{Dir: a, MaxBytes: 1 << 20}, SourceFlag},
+		{"", b, false, 0, Config{Dir: b}, SourceEnv},
+		{"", "", false, 0, Config{Dir: def}, SourceDefault},
+		{Off, b, false, 0, Config{}, SourceFlag},
+		{"", Off, false, 0, Config{}, SourceEnv},
+		{"", b, true, 0, Config{}, SourceEnv},      // the environment: PJRT devices only
+		{"", "", true, 0, Config{}, SourceDefault}, // the default: likewise
+		{Off, "", true, 0, Config{}, SourceFlag},   // off is fine anywhere
+	} {
+		got, source, err := Resolve(c.flag, c.maxBytes, c.goBackend, env(c.env), nil)
+		if err != nil || got != c.want || source != c.source {
+			t.Errorf("Resolve(flag %q, env %q, go %v) = %+v, %q, %v; want %+v, %q", c.flag, c.env, c.goBackend, got, source, err, c.want, c.source)
+		}
+	}
+	if _, _, err := Resolve(a, 0, true, env(""), nil); err == nil || !strings.Contains(err.Error(), "--compilation_cache_dir "+a+": --device go") {
+		t.Errorf("the flag on the pure-Go backend: %v, want an error naming the flag", err)
+	}
+	if _, _, err := Resolve("", -1, false, env(""), nil); err == nil || !strings.Contains(err.Error(), "--compilation_cache_max_bytes -1") {
+		t.Errorf("a negative limit: %v, want an error naming the flag", err)
+	}
+}
+
 // fixChecksum returns a copy of an entry with its trailing checksum recomputed after an edit.
 func fixChecksum(b []byte) []byte {
 	if len(b) < trailerLen {

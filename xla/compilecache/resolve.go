@@ -2,6 +2,7 @@ package compilecache
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 )
@@ -55,4 +56,35 @@ func ResolveDir(flagValue string, getenv func(string) string) (dir string, sourc
 		return "", source, fmt.Errorf("compilation cache directory %q (from %s): %w", dir, source, err)
 	}
 	return abs, source, nil
+}
+
+// Resolve turns the cache's two flags (--compilation_cache_dir flagDir,
+// --compilation_cache_max_bytes maxBytes) into the Config for a device, the one rule the gotpu
+// CLI and the service share: the directory is ResolveDir's, for PJRT devices. On the pure-Go
+// backend (goBackend: the device "go") nothing is cached, so the environment and the default are
+// ignored there and a directory the flag names is an error naming the flag. A default that cannot
+// be found (no user cache directory) leaves the cache off, with a warning on log. source is
+// ResolveDir's: the caller can tell a directory the flag named (SourceFlag) from one it did not.
+func Resolve(flagDir string, maxBytes int64, goBackend bool, getenv func(string) string, log *slog.Logger) (cfg Config, source string, err error) {
+	if maxBytes < 0 {
+		return Config{}, "", fmt.Errorf("--compilation_cache_max_bytes %d: must not be negative (0: %d)", maxBytes, DefaultMaxBytes)
+	}
+	dir, source, err := ResolveDir(flagDir, getenv)
+	if err != nil {
+		if source != SourceDefault {
+			return Config{}, source, err
+		}
+		if log != nil {
+			log.Warn("gotpu: no compilation cache", "reason", err)
+		}
+		return Config{}, source, nil
+	}
+	if goBackend {
+		if source == SourceFlag && dir != "" {
+			return Config{}, source, fmt.Errorf("--compilation_cache_dir %s: --device go (the pure-Go backend) compiles no XLA "+
+				"executables to cache; remove the flag, or choose a PJRT device (tpu, cuda or cpu)", flagDir)
+		}
+		return Config{}, source, nil
+	}
+	return Config{Dir: dir, MaxBytes: maxBytes}, source, nil
 }
